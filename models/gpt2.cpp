@@ -1,0 +1,1 @@
+#include "models/gpt2.hpp"

@@ -1,0 +1,1 @@
+#include "sim/flow_solver.hpp"

@@ -1,0 +1,1 @@
+#include "topology/device_spec.hpp"

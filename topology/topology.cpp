@@ -1,0 +1,1 @@
+#include "topology/topology.hpp"
