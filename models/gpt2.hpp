@@ -62,4 +62,22 @@ int64_t parameter_count(const Gpt2Config& cfg);
 // (N parameters excluding position embeddings are not special-cased: N = parameter_count).
 double training_flops_per_token_estimate(const Gpt2Config& cfg);
 
+// --- Additions (models/ owner) ---
+
+// A registered non-parameter buffer of the HuggingFace GPT-2 (transformers 4.x):
+// per block `h.i.attn.bias` (the causal mask, uint8 [1,1,P,P]) and
+// `h.i.attn.masked_bias` (fp32 scalar). DistributedDataParallel with
+// broadcast_buffers=true broadcasts these from rank 0 before every forward,
+// so a simulator of `dps` needs their size. Not trained, not in gpt2_tensors().
+struct BufferSpec {
+  std::string name;            // e.g. "h.0.attn.bias"
+  std::vector<int64_t> shape;  // empty for a scalar
+  int64_t numel = 0;
+  double bytes_per_element = 1.0;  // uint8 mask: 1; masked_bias: 4 (fp32; 2 after O2's model.half())
+  int layer = -1;
+  double bytes() const { return static_cast<double>(numel) * bytes_per_element; }
+};
+// Buffers in registration order (interleaved per block as HuggingFace registers them).
+std::vector<BufferSpec> gpt2_buffers(const Gpt2Config& cfg);
+
 }  // namespace dptwin::models

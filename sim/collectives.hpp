@@ -63,7 +63,54 @@ struct Phase {
 
 // REQUIRES: ranks non-empty, distinct, valid for `topo`. Auto picks Ring for
 // one node, Hierarchical across nodes when each node holds more than one rank.
+// Conventions: ReduceScatter and AllGather take `bytes` as the full (unsharded)
+// buffer, each rank owning bytes/n; Broadcast/Reduce move `bytes` from/to the
+// root. Tree models NCCL's double binary tree for AllReduce (two trees, each
+// carrying half the buffer, pipelined in chunks; see pipeline_chunks()); for
+// Broadcast/Reduce it is one pipelined binary tree; for the other kinds it
+// falls back to Ring (Gather/Scatter: binomial tree). Direct is O(n^2) flows.
 std::vector<Phase> decompose(const CollectiveRequest& req, const topology::Topology& topo);
+
+// The concrete algorithm decompose() uses for `req` (resolves Auto: Ring on one
+// node; Hierarchical across nodes when every node holds the same number > 1 of
+// the ranks; Ring otherwise; Direct for Gather/Scatter). Hierarchical with
+// unequal ranks per node falls back to Ring.
+Algorithm resolve_algorithm(const CollectiveRequest& req, const topology::Topology& topo);
+
+// Pipelining of Tree and pipelined Broadcast/Reduce: a message of `bytes` is
+// cut into k = clamp(ceil(bytes / 1 MiB), 1, 64) chunks; a pipeline of depth d
+// then takes d + k - 1 steps of one chunk each.
+int pipeline_chunks(double bytes);
+
+// Depth (edges on the longest root-to-leaf path) of NCCL's double binary tree
+// over n ranks (the deeper of its two trees; ~log2 n).
+int double_binary_tree_depth(int n);
+
+// --- alpha-beta cost formulas (pure; used by Analytic mode) ---
+// alpha: per-step latency (worst route latency of the step's flows + per-step
+// overhead); bandwidth: per-flow bytes/s of the step's bottleneck, i.e. the
+// minimum over the links the step's flows cross of effective bandwidth / flows
+// crossing it (= the route's bottleneck bandwidth when no flows share a link).
+struct AlphaBeta {
+  Time alpha;
+  double bandwidth = 0;  // bytes/s per flow; REQUIRES > 0 when bytes > 0
+};
+// Ring allreduce: 2(n-1)·α + 2(n-1)/n·S/B.
+Time ring_allreduce_time(const AlphaBeta& ab, Bytes s, int n);
+// Ring reduce-scatter or all-gather of a full buffer S: (n-1)·α + (n-1)/n·S/B.
+Time ring_reduce_scatter_time(const AlphaBeta& ab, Bytes s, int n);
+// Double binary tree allreduce, k chunks, depth d: reduce then broadcast, each
+// (d+k-1) steps moving a chunk of S/(2k) per tree edge: 2(d+k-1)·(α + S/(2k)/B).
+// Large S: -> 2·S/(2B) per flow = 2·S/B_rank when a rank's two tree flows share its link;
+// small S (k=1): -> 2d·α hop latencies.
+Time tree_allreduce_time(const AlphaBeta& ab, Bytes s, int depth, int chunks);
+// Hierarchical allreduce, m ranks per node on G nodes: intra-node ring
+// reduce-scatter and all-gather 2(m-1)·(α_i + S/(m·B_i)), plus inter-node ring
+// allreduce of S/m among equal local ranks 2(G-1)·(α_x + S/(m·G·B_x)).
+Time hierarchical_allreduce_time(const AlphaBeta& intra, const AlphaBeta& inter, Bytes s, int per_node, int nodes);
+// Parameter server: gather (α_g + S/B_g) then broadcast (α_b + S/B_b), where B is
+// the per-flow share at the root: B_root/(n-1), so time ≈ 2·(n-1)·S/B_root.
+Time parameter_server_time(const AlphaBeta& gather, const AlphaBeta& bcast, Bytes s);
 
 struct NetworkOptions {
   NetworkMode mode = NetworkMode::Flow;
@@ -80,6 +127,7 @@ struct CollectiveCost {
 
 class NetworkModel {
  public:
+  // REQUIRES: `topo` is finalized and outlives the model.
   NetworkModel(const topology::Topology& topo, NetworkOptions opts);
   // Cost of one collective; cached.
   const CollectiveCost& cost(const CollectiveRequest& req);
@@ -88,9 +136,24 @@ class NetworkModel {
   const topology::Topology& topology() const { return topo_; }
   int64_t cache_hits() const { return hits_; }
   int64_t cache_misses() const { return misses_; }
+  const NetworkOptions& options() const { return opts_; }
+  // Phases priced so far by max-min solves (a phase whose flow pattern equals
+  // one solved before, up to a common scale of bytes, reuses that solution).
+  int64_t phase_solves() const { return phase_solves_; }
 
  private:
+  struct PhaseSolution {
+    double seconds_per_byte = 0;  // transfer time / largest flow bytes (time scales with bytes)
+    Time latency;                 // worst route latency of the phase's flows
+    std::vector<std::pair<int, double>> link_bytes_per_byte;
+  };
   CollectiveCost solve_flow(const CollectiveRequest& req);
+  CollectiveCost solve_analytic(const CollectiveRequest& req) const;
+  AlphaBeta phase_alpha_beta(const Phase& p) const;
+  void add_link_bytes(const Phase& p, std::vector<double>& acc) const;
+  double local_rate_ = 0;
+  std::unordered_map<std::string, PhaseSolution> phase_cache_;
+  int64_t phase_solves_ = 0;
   const topology::Topology& topo_;
   NetworkOptions opts_;
   std::vector<double> capacity_;
