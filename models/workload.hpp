@@ -57,9 +57,21 @@ struct Workload {
   int64_t parameters() const;
   int64_t tokens() const { return static_cast<int64_t>(micro_batch) * seq_len; }
   double total_flops() const;  // forward + backward of one micro-step
+  double forward_flops() const;   // (addition) sum over `forward`
+  double backward_flops() const;  // (addition) sum over `backward`
 };
 
-// REQUIRES: micro_batch >= 1.
+// (addition) "matmul", "batched_matmul", "softmax", "layer_norm", "elementwise",
+// "embedding", "cross_entropy" — for reports and profile keys.
+std::string to_string(OpClass c);
+
+// REQUIRES: micro_batch >= 1. Throws InputError when cfg is invalid.
+// Op names are "<module>.<step>": forward "h.3.attn.c_attn.fwd"; a linear
+// layer's backward is three ops in autograd order — ".bwd_bias" (bias
+// reduction), ".bwd_input" (dX = dY·Wᵀ) and ".bwd_weight" (dW = Xᵀ·dY, which
+// carries grads_ready for weight and bias). Matmul FLOPs are exactly
+// 2·batch·m·n·k; attention is counted dense (full T×T, then masked). The full
+// op list and the formulas are in models/README.md.
 Workload build_gpt2_workload(const Gpt2Config& cfg, int micro_batch);
 
 // Memory footprint of one replica, by part. Optimizer is AdamW (two fp32 moments).

@@ -1,1 +1,193 @@
-// placeholder
+#include "sim/build_common.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace dptwin::sim {
+
+void compute_op_times(StepContext& ctx, double launch_factor) {
+  ctx.launch_factor = launch_factor;
+  DeviceProfile prof = *ctx.prof;
+  prof.launch_overhead = prof.launch_overhead.scaled(launch_factor);
+  ctx.forward_times.clear();
+  ctx.backward_times.clear();
+  for (const auto& op : ctx.work->forward) ctx.forward_times.push_back(op_cost(op, prof, ctx.prec).time);
+  for (const auto& op : ctx.work->backward) ctx.backward_times.push_back(op_cost(op, prof, ctx.prec).time);
+}
+
+Time sum_forward(const StepContext& ctx) {
+  Time t;
+  for (Time x : ctx.forward_times) t += x;
+  return t;
+}
+
+Time sum_backward(const StepContext& ctx, size_t begin, size_t end) {
+  Time t;
+  for (size_t i = begin; i < end && i < ctx.backward_times.size(); ++i) t += ctx.backward_times[i];
+  return t;
+}
+
+double gradient_bytes(const StepContext& ctx, DType dtype) {
+  return static_cast<double>(ctx.work->parameters()) * dtype_size(dtype);
+}
+
+int tensor_count(const StepContext& ctx) { return static_cast<int>(ctx.work->tensors.size()); }
+
+double buffer_bytes(const StepContext& ctx) {
+  const auto& c = ctx.work->config;
+  return static_cast<double>(c.n_layer) * static_cast<double>(c.n_positions) * static_cast<double>(c.n_positions);
+}
+
+namespace {
+
+// Sum over parameter tensors of max(kernels x launch, bytes_per_param x numel / bandwidth):
+// launches are asynchronous, so a tensor costs whichever of dispatch and memory traffic is longer.
+Time per_tensor_pass(const StepContext& ctx, int kernels, double bytes_per_param) {
+  const DeviceProfile& p = *ctx.prof;
+  double bw = p.spec.memory_bandwidth.value();
+  double total = 0;
+  // Optimizer-side passes run from one thread even under DataParallel: no launch_factor.
+  double launch = p.launch_overhead.seconds();
+  for (const auto& t : ctx.work->tensors) {
+    double bytes = bytes_per_param * static_cast<double>(t.numel);
+    double mem = bytes / (bw * p.memory.at(bytes / kernels));
+    total += std::max(kernels * launch, mem);
+  }
+  return Time::from_seconds(total);
+}
+
+// A multi-tensor (Apex / foreach) pass: few launches, one sweep of memory.
+Time fused_pass(const StepContext& ctx, double bytes_per_param) {
+  const DeviceProfile& p = *ctx.prof;
+  double bytes = bytes_per_param * static_cast<double>(ctx.work->parameters());
+  int launches = 2 + tensor_count(ctx) / 110;  // Apex multi_tensor_apply packs ~110 tensors per launch
+  return memory_pass_time(bytes, launches, p);
+}
+
+}  // namespace
+
+OptimizerWork optimizer_work(const StepContext& ctx) {
+  OptimizerWork w;
+  const PrecisionMode& pr = ctx.prec;
+  double grad = dtype_size(pr.grad_dtype());
+  if (pr.loss_scaling() || pr.amp == AmpLevel::O2) {
+    // Apex: unscale model grads into fp32 master grads (O2) or in place (O1),
+    // checking for inf/NaN on the way; then a host sync to read the overflow flag.
+    double bpp = pr.amp == AmpLevel::O2 ? grad + 4.0 : 8.0;
+    w.unscale = fused_pass(ctx, bpp) + ctx.prof->launch_overhead * 2;
+  }
+  if (ctx.opts->clip_grad_norm) {
+    // clip_grad_norm_ (PyTorch 1.8): one norm kernel per tensor (reads fp32 grads),
+    // stack + norm, a host sync, then one in-place multiply per tensor.
+    w.clip = per_tensor_pass(ctx, 2, 4.0 + 8.0) + ctx.prof->launch_overhead * 3;
+  }
+  // Eager AdamW on fp32 parameters: ~10 kernels per tensor moving ~96 bytes per parameter
+  // (decay p; update exp_avg and exp_avg_sq; sqrt; divide; add eps; addcdiv into p).
+  w.step = per_tensor_pass(ctx, ctx.prof->optimizer_kernels_per_tensor, 96.0);
+  if (pr.fp32_master_weights()) w.master_copy = fused_pass(ctx, 4.0 + dtype_size(pr.weight_dtype()));
+  w.zero_grad = per_tensor_pass(ctx, 1, grad);
+  return w;
+}
+
+Algorithm allreduce_algorithm(const StepContext& ctx) {
+  // Auto is resolved per message when priced (see add_collective_on), as NCCL's tuner does.
+  return ctx.opts->algorithm;
+}
+
+std::vector<TaskId> add_collective_on(StepContext& ctx, const std::vector<int>& slots, const std::vector<int>& ranks,
+                                      CollectiveKind kind, Algorithm alg, double bytes, const std::string& name,
+                                      const std::vector<std::vector<TaskId>>& deps, int root, Category cat) {
+  CollectiveRequest req;
+  req.kind = kind;
+  req.algorithm = alg;
+  req.ranks = ranks;
+  req.bytes = Bytes(bytes);
+  req.root = root;
+  // NCCL runs one ring per channel, each rotated so that node crossings leave
+  // through different local ranks (and NICs); across nodes we use as many
+  // channels as there are ranks on a node.
+  if (kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllGather) {
+    int h0 = ctx.topo->host_of(ranks.front()), per_host = 0;
+    bool multi = false;
+    for (int r : ranks) {
+      if (ctx.topo->host_of(r) == h0) ++per_host;
+      else multi = true;
+    }
+    if (multi) req.channels = per_host;
+  }
+  NetworkModel* net = ctx.net;
+  int record = -1;
+  if (ctx.record_links && ctx.comm_records) {
+    ctx.comm_records->push_back({});
+    record = static_cast<int>(ctx.comm_records->size() - 1);
+  }
+  std::vector<CommRecord>* records = ctx.comm_records;
+  auto price = [net, req, record, records]() -> Time {
+    if (req.ranks.size() < 2 || req.bytes.value() <= 0) return Time::zero();
+    const CollectiveCost* best = nullptr;
+    if (req.algorithm == Algorithm::Auto) {
+      // Like NCCL's tuner: price ring and tree for this message and take the faster.
+      for (Algorithm a : {Algorithm::Ring, Algorithm::Tree}) {
+        CollectiveRequest r = req;
+        r.algorithm = a;
+        const CollectiveCost& c = net->cost(r);
+        if (!best || c.duration < best->duration) best = &c;
+      }
+    } else {
+      best = &net->cost(req);
+    }
+    const CollectiveCost& c = *best;
+    if (record >= 0) (*records)[record].link_bytes = c.link_bytes;
+    return c.duration;
+  };
+  auto members = ctx.ex->add_collective(slots, cat, ctx.ex->name_id(name), deps, bytes, price);
+  if (record >= 0) (*ctx.comm_records)[record].member = members.front();
+  return members;
+}
+
+std::vector<TaskId> add_collective_all(StepContext& ctx, CollectiveKind kind, Algorithm alg, double bytes,
+                                       const std::string& name, const std::vector<std::vector<TaskId>>& deps, int root,
+                                       Category cat) {
+  std::vector<int> slots(ctx.slots());
+  for (int i = 0; i < ctx.slots(); ++i) slots[i] = i;
+  return add_collective_on(ctx, slots, ctx.ranks, kind, alg, bytes, name, deps, root, cat);
+}
+
+bool sps_uses_data_parallel(const StepContext& ctx) {
+  switch (ctx.opts->sps_mode) {
+    case SpsMode::DataParallel: return true;
+    case SpsMode::CentralServer: return false;
+    case SpsMode::Auto: break;
+  }
+  std::set<int> hosts;
+  for (int r : ctx.ranks) hosts.insert(ctx.topo->host_of(r));
+  return hosts.size() == 1 && ctx.prof->spec.kind == topology::DeviceKind::Gpu;
+}
+
+std::vector<TaskId> build_single_step(StepContext& ctx, const std::vector<TaskId>& prev, int step) {
+  Executor& ex = *ctx.ex;
+  std::string s = std::to_string(step);
+  OptimizerWork ow = optimizer_work(ctx);
+  std::vector<TaskId> out;
+  for (int slot = 0; slot < ctx.slots(); ++slot) {
+    TaskId last = ex.add_task(slot, StreamKind::Compute, Category::Overhead, ow.zero_grad + ctx.prof->step_overhead,
+                              ex.name_id("zero_grad + step overhead"), {prev[slot]});
+    for (int m = 0; m < ctx.opts->accumulation; ++m) {
+      last = ex.add_task(slot, StreamKind::Compute, Category::Forward, sum_forward(ctx), ex.name_id("forward"), {last});
+      last = ex.add_task(slot, StreamKind::Compute, Category::Backward, sum_backward(ctx, 0, ctx.backward_times.size()),
+                         ex.name_id("backward"), {last});
+    }
+    if (ow.unscale > Time::zero())
+      last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.unscale, ex.name_id("unscale + overflow check"), {last});
+    if (ow.clip > Time::zero())
+      last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.clip, ex.name_id("clip_grad_norm"), {last});
+    last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.step, ex.name_id("AdamW step"), {last});
+    if (ow.master_copy > Time::zero())
+      last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.master_copy, ex.name_id("master -> model copy"), {last});
+    out.push_back(last);
+  }
+  return out;
+}
+
+}  // namespace dptwin::sim

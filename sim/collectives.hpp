@@ -17,7 +17,9 @@
 //   Flow      every distinct phase is solved with max-min fair sharing (flow_solver.hpp)
 //   Analytic  alpha-beta formulas over the bottleneck link of the ring (for
 //             comparison and speed; agrees with Flow on uncontended symmetric cases)
-// and caches results by (kind, algorithm, ranks, bytes, root).
+// and caches results by (kind, algorithm, ranks, bytes, root, channels); within
+// a model, a phase whose flows equal an earlier one up to a common byte scale
+// reuses its max-min solution (time scales linearly with bytes).
 //
 // Thread-safety: NetworkModel is not thread-safe (one per Simulation); the
 // free functions are pure.
@@ -48,6 +50,14 @@ struct CollectiveRequest {
   Bytes bytes;             // buffer size per rank (AllReduce: the full buffer; Gather/Scatter: per-rank piece;
                            // SendRecv: bytes from ranks[0] to ranks[1])
   int root = 0;            // index into `ranks` for rooted collectives
+  // Ring only (AllReduce, ReduceScatter, AllGather): concurrent rings (NCCL
+  // channels), each carrying bytes/channels. Channel c visits every node's ranks
+  // rotated by c, so its node crossings leave from local rank c-1 and enter at
+  // local rank c: with channels = ranks per node every GPU's NIC carries one
+  // crossing, as NCCL spreads rings over rails. Inside one node the rotated
+  // rings are the same cycle, so the time is unchanged. Needs ranks grouped by
+  // node with equal counts; otherwise one ring is used. 1 = one ring.
+  int channels = 1;
 };
 
 struct PointToPoint {

@@ -1,1 +1,92 @@
-// placeholder
+#include "sim/compute_model.hpp"
+
+#include <algorithm>
+
+namespace dptwin::sim {
+
+using models::OpClass;
+
+int kernels_of(const models::OpSpec& op) {
+  const bool fwd = op.pass == models::Pass::Forward;
+  switch (op.cls) {
+    case OpClass::Matmul:
+    case OpClass::BatchedMatmul:
+    case OpClass::Softmax:
+      return 1;
+    case OpClass::LayerNorm:
+      return fwd ? 1 : 2;  // backward: input grad + weight/bias reductions
+    case OpClass::CrossEntropy:
+      return 2;  // log_softmax + nll_loss (and their backward pair)
+    case OpClass::Embedding:
+      return fwd ? 3 : 4;  // two gathers + add / zero-fill + two index_add + tied-weight add
+    case OpClass::Elementwise:
+      // HF gelu_new in eager mode: 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) is
+      // 8 pointwise kernels forward and about 12 in its autograd backward.
+      if (op.name.find("gelu") != std::string::npos) return fwd ? 8 : 12;
+      return 1;
+  }
+  return 1;
+}
+
+static DType arithmetic_dtype(const models::OpSpec& op, const PrecisionMode& prec) {
+  switch (prec.amp) {
+    case AmpLevel::None: return DType::FP32;
+    case AmpLevel::O2: return prec.half;
+    case AmpLevel::O1:
+      // O1 runs whitelisted ops (matmuls) in half, blacklisted ones (softmax,
+      // layernorm, loss) in fp32, and the rest in the widest input type.
+      if (op.cls == OpClass::Matmul || op.cls == OpClass::BatchedMatmul) return prec.half;
+      if (op.cls == OpClass::Softmax || op.cls == OpClass::LayerNorm || op.cls == OpClass::CrossEntropy)
+        return DType::FP32;
+      return prec.half;
+  }
+  return DType::FP32;
+}
+
+Time memory_pass_time(double bytes, int kernels, const DeviceProfile& dev) {
+  double per_kernel = bytes / std::max(kernels, 1);
+  double bw = dev.spec.memory_bandwidth.value() * dev.memory.at(std::max(per_kernel, 1.0));
+  double s = bytes / bw;
+  return Time::from_seconds(s) + dev.launch_overhead * kernels;
+}
+
+double matmul_seconds(double flops, DType dtype, const DeviceProfile& dev) {
+  double peak = dev.spec.peak(dtype).value();
+  return flops / (peak * dev.matmul.at(flops));
+}
+
+OpCost op_cost(const models::OpSpec& op, const DeviceProfile& dev, const PrecisionMode& prec) {
+  OpCost c;
+  DType dt = arithmetic_dtype(op, prec);
+  int kernels = kernels_of(op);
+  double elem = dtype_size(dt);
+  c.flops = op.flops;
+  c.bytes = (op.elements_read + op.elements_written) * elem;
+  // Pointwise chains (GELU) re-read and re-write their tensor in every kernel.
+  if (op.cls == OpClass::Elementwise && kernels > 1) c.bytes *= kernels * 0.75;
+  double compute_s = 0;
+  if (op.flops > 0) {
+    double peak = dev.spec.peak(dt).value();
+    double eff = 0.5;
+    switch (op.cls) {
+      case OpClass::Matmul: eff = dev.matmul.at(op.flops); break;
+      case OpClass::BatchedMatmul: eff = dev.batched_matmul.at(op.flops); break;
+      default: eff = 0.5; break;  // vector units: non-matmul FLOPs rarely reach the matmul peak
+    }
+    if (op.cls != OpClass::Matmul && op.cls != OpClass::BatchedMatmul) peak = dev.spec.fp32_peak.value();
+    compute_s = op.flops / (peak * eff);
+  }
+  double mem_s = c.bytes > 0 ? c.bytes / (dev.spec.memory_bandwidth.value() * dev.memory.at(c.bytes / kernels)) : 0;
+  // O1 casts fp32 weights and activations to half on every matmul call.
+  if (prec.amp == AmpLevel::O1 && (op.cls == OpClass::Matmul) && op.pass == models::Pass::Forward) {
+    double weight_elems = static_cast<double>(op.k) * static_cast<double>(op.n);
+    mem_s += weight_elems * 6.0 / (dev.spec.memory_bandwidth.value() * dev.memory.max);
+    kernels += 1;
+  }
+  c.memory_bound = mem_s > compute_s;
+  c.launch = dev.launch_overhead * kernels;
+  c.time = Time::from_seconds(std::max(compute_s, mem_s)) + c.launch;
+  return c;
+}
+
+}  // namespace dptwin::sim

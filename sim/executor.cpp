@@ -1,1 +1,169 @@
-// placeholder
+#include "sim/executor.hpp"
+
+#include "core/error.hpp"
+
+namespace dptwin::sim {
+
+Executor::Executor(Simulation& sim, int devices, ExecutorOptions opts)
+    : sim_(sim), devices_(devices), opts_(opts), streams_(static_cast<size_t>(devices) * 3), wait_(devices) {}
+
+int32_t Executor::name_id(std::string_view name) {
+  auto it = name_index_.find(std::string(name));
+  if (it != name_index_.end()) return it->second;
+  int32_t id = static_cast<int32_t>(names_.size());
+  names_.emplace_back(name);
+  name_index_.emplace(names_.back(), id);
+  return id;
+}
+
+TaskId Executor::new_task(int device, StreamKind stream, Category cat, Time duration, int32_t name, double bytes) {
+  DPTWIN_ASSERT(device >= 0 && device < devices_, "task on unknown device");
+  Task t;
+  t.device = device;
+  t.name = name;
+  t.stream = stream;
+  t.category = cat;
+  t.duration = duration;
+  t.bytes = bytes;
+  tasks_.push_back(t);
+  return static_cast<TaskId>(tasks_.size() - 1);
+}
+
+void Executor::link(TaskId before, TaskId after) {
+  if (before == kNoTask) return;
+  DPTWIN_ASSERT(tasks_[after].state == State::Pending, "dependency added to a started task");
+  if (tasks_[before].state == State::Done) return;
+  edges_.push_back(Edge{after, tasks_[before].first_edge});
+  tasks_[before].first_edge = static_cast<int32_t>(edges_.size() - 1);
+  ++tasks_[after].deps_left;
+}
+
+TaskId Executor::add_task(int device, StreamKind stream, Category cat, Time duration, int32_t name,
+                          std::initializer_list<TaskId> deps, double bytes) {
+  TaskId id = new_task(device, stream, cat, duration, name, bytes);
+  for (TaskId d : deps) link(d, id);
+  stream_of(device, stream).queue.push_back(id);
+  try_start_head(device, stream);
+  return id;
+}
+
+TaskId Executor::add_task(int device, StreamKind stream, Category cat, Time duration, int32_t name,
+                          const std::vector<TaskId>& deps, double bytes) {
+  TaskId id = new_task(device, stream, cat, duration, name, bytes);
+  for (TaskId d : deps) link(d, id);
+  stream_of(device, stream).queue.push_back(id);
+  try_start_head(device, stream);
+  return id;
+}
+
+void Executor::add_dependency(TaskId task, TaskId before) { link(before, task); }
+
+std::vector<TaskId> Executor::add_collective(const std::vector<int>& devices, Category cat, int32_t name,
+                                             const std::vector<std::vector<TaskId>>& deps, double bytes,
+                                             std::function<Time()> price) {
+  DPTWIN_ASSERT(deps.empty() || deps.size() == devices.size(), "one dependency list per member");
+  int32_t cid = static_cast<int32_t>(collectives_.size());
+  collectives_.push_back(Collective{{}, 0, std::move(price)});
+  std::vector<TaskId> members;
+  members.reserve(devices.size());
+  for (size_t i = 0; i < devices.size(); ++i) {
+    TaskId id = new_task(devices[i], StreamKind::Comm, cat, Time::zero(), name, bytes);
+    tasks_[id].collective = cid;
+    if (!deps.empty())
+      for (TaskId d : deps[i]) link(d, id);
+    members.push_back(id);
+  }
+  collectives_[cid].members = members;
+  for (TaskId id : members) {
+    stream_of(tasks_[id].device, StreamKind::Comm).queue.push_back(id);
+  }
+  for (TaskId id : members) try_start_head(tasks_[id].device, StreamKind::Comm);
+  return members;
+}
+
+void Executor::on_finish(TaskId task, std::function<void()> fn) {
+  DPTWIN_ASSERT(tasks_[task].callback < 0, "one callback per task");
+  if (tasks_[task].state == State::Done) {
+    fn();
+    return;
+  }
+  callbacks_.push_back(std::move(fn));
+  tasks_[task].callback = static_cast<int32_t>(callbacks_.size() - 1);
+}
+
+Executor::TaskView Executor::view(TaskId id) const {
+  const Task& t = tasks_[id];
+  return TaskView{t.device, t.stream, t.category, t.name, t.start, t.end, t.bytes};
+}
+
+void Executor::try_start_head(int device, StreamKind s) {
+  StreamState& st = stream_of(device, s);
+  if (st.busy || st.head >= st.queue.size()) return;
+  TaskId t = st.queue[st.head];
+  Task& task = tasks_[t];
+  if (task.deps_left > 0 || task.state != State::Pending) return;
+  task.state = State::Ready;
+  task.ready_at = sim_.now();
+  st.busy = true;  // the stream is held by its head (a collective member waits in place)
+  if (task.collective >= 0) {
+    member_ready(t);
+  } else {
+    start(t);
+  }
+}
+
+void Executor::member_ready(TaskId t) {
+  Collective& c = collectives_[tasks_[t].collective];
+  if (++c.ready < static_cast<int>(c.members.size())) return;
+  Time duration = c.price ? c.price() : Time::zero();
+  for (TaskId m : c.members) {
+    tasks_[m].duration = duration;
+    wait_[tasks_[m].device] += sim_.now() - tasks_[m].ready_at;
+    start(m);
+  }
+}
+
+void Executor::start(TaskId id) {
+  Task& t = tasks_[id];
+  t.state = State::Running;
+  t.start = sim_.now();
+  Time d = t.duration;
+  if (t.stream == StreamKind::Compute && d > Time::zero()) {
+    double factor = sim_.jitter_factor(opts_.jitter);
+    if (opts_.overlap_slowdown > 0 && stream_of(t.device, StreamKind::Comm).busy) {
+      // The comm stream's head may only be waiting for peers; slow only when it runs.
+      const StreamState& cs = stream_of(t.device, StreamKind::Comm);
+      if (cs.head < cs.queue.size() && tasks_[cs.queue[cs.head]].state == State::Running)
+        factor *= 1.0 + opts_.overlap_slowdown;
+    }
+    if (factor != 1.0) d = d.scaled(factor);
+  }
+  t.duration = d;
+  sim_.schedule_in(d, [this, id] { finish(id); });
+}
+
+void Executor::finish(TaskId id) {
+  Task& t = tasks_[id];
+  t.state = State::Done;
+  t.end = sim_.now();
+  StreamState& st = stream_of(t.device, t.stream);
+  st.busy = false;
+  ++st.head;
+  int device = t.device;
+  StreamKind stream = t.stream;
+  // Release dependents.
+  auto& touched = scratch_;
+  touched.clear();
+  for (int32_t e = t.first_edge; e >= 0; e = edges_[e].next) {
+    Task& d = tasks_[edges_[e].target];
+    if (--d.deps_left == 0) touched.emplace_back(d.device, d.stream);
+  }
+  try_start_head(device, stream);
+  for (size_t i = 0; i < touched.size(); ++i) try_start_head(touched[i].first, touched[i].second);
+  if (tasks_[id].callback >= 0) {
+    auto fn = std::move(callbacks_[tasks_[id].callback]);
+    fn();
+  }
+}
+
+}  // namespace dptwin::sim

@@ -1,8 +1,8 @@
 // sim/scenario.hpp — what-if scenarios from YAML, expanded into points.
 //
 // One YAML file describes one scenario. Most fields may hold a list; the
-// scenario is the cartesian grid of all list fields (see sim/README.md for the
-// full format). Parsed once into typed, validated structs; unknown keys are errors.
+// scenario is the cartesian grid of all list fields (see scenarios/README.md for
+// the full format, key by key). Parsed once into typed, validated structs; unknown keys are errors.
 //
 // Thread-safety: value types and pure functions.
 #pragma once
@@ -67,7 +67,12 @@ Scenario load_scenario(const std::string& path);
 Scenario parse_scenario(const YamlNode& root);
 
 // The paper scenario shipped with dptwin (scenarios/paper-hal.yaml, embedded).
+// `name` is the file stem ("paper-hal"; a ".yaml" suffix is accepted). Unknown
+// names are an InputError listing the known ones.
 Scenario load_builtin_scenario(const std::string& name);
 std::vector<std::string> builtin_scenario_names();
+// (addition) The YAML text of a builtin scenario (for `dptwin list scenarios`
+// and for users who want to copy and edit it).
+std::string builtin_scenario_text(const std::string& name);
 
 }  // namespace dptwin::sim

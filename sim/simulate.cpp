@@ -1,1 +1,284 @@
-// placeholder
+#include "sim/simulate.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "sim/build_common.hpp"
+#include "sim/build_horovod.hpp"
+
+namespace dptwin::sim {
+namespace {
+
+struct Interval {
+  Time a, b;
+};
+
+// Total length of the union of intervals clipped to [lo, hi].
+Time union_length(std::vector<Interval> v, Time lo, Time hi) {
+  std::sort(v.begin(), v.end(), [](const Interval& x, const Interval& y) { return x.a < y.a; });
+  Time total, cur_a, cur_b;
+  bool open = false;
+  for (auto iv : v) {
+    iv.a = max(iv.a, lo);
+    iv.b = min(iv.b, hi);
+    if (iv.b <= iv.a) continue;
+    if (!open) {
+      cur_a = iv.a, cur_b = iv.b, open = true;
+    } else if (iv.a <= cur_b) {
+      cur_b = max(cur_b, iv.b);
+    } else {
+      total += cur_b - cur_a;
+      cur_a = iv.a, cur_b = iv.b;
+    }
+  }
+  if (open) total += cur_b - cur_a;
+  return total;
+}
+
+// Length of the intersection of two interval unions within [lo, hi].
+Time overlap_length(const std::vector<Interval>& x, const std::vector<Interval>& y, Time lo, Time hi) {
+  // |X ∩ Y| = |X| + |Y| - |X ∪ Y|
+  std::vector<Interval> both = x;
+  both.insert(both.end(), y.begin(), y.end());
+  return union_length(x, lo, hi) + union_length(y, lo, hi) - union_length(both, lo, hi);
+}
+
+struct RunOutput {
+  std::vector<std::vector<TaskId>> step_ends;
+  Time step_time;
+  Breakdown breakdown;
+  int64_t events = 0;
+  int slots = 0;
+  std::optional<Timeline> timeline;
+};
+
+RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
+  Simulation sim(p.sim.seed);
+  ExecutorOptions eo;
+  eo.overlap_slowdown = ctx.prof->overlap_slowdown;
+  eo.jitter = ctx.prof->compute_jitter;
+  Executor ex(sim, ctx.slots(), eo);
+  ctx.ex = &ex;
+  ctx.sim = &sim;
+  std::vector<CommRecord> records;
+  ctx.comm_records = &records;
+  ctx.record_links = p.sim.trace;
+  const int steps = std::max(1, p.sim.steps);
+
+  RunOutput out;
+  out.slots = ctx.slots();
+  std::unique_ptr<HorovodRuntime> hvd;
+  if (ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp) {
+    hvd = std::make_unique<HorovodRuntime>(ctx, steps);
+    hvd->start();
+  } else {
+    std::vector<TaskId> prev(ctx.slots(), kNoTask);
+    for (int s = 0; s < steps; ++s) {
+      switch (ctx.kind) {
+        case StrategyKind::Single: prev = build_single_step(ctx, prev, s); break;
+        case StrategyKind::Sps: prev = build_sps_step(ctx, prev, s); break;
+        default: prev = build_dps_step(ctx, prev, s); break;
+      }
+      out.step_ends.push_back(prev);
+    }
+  }
+  sim.run();
+  if (hvd) out.step_ends = hvd->step_ends();
+  DPTWIN_ASSERT(static_cast<int>(out.step_ends.size()) == steps, "every step must be built and finished");
+  std::vector<Time> ends;
+  for (const auto& se : out.step_ends) {
+    Time e;
+    for (TaskId t : se) {
+      DPTWIN_ASSERT(ex.finished(t), "step did not finish (dependency cycle?)");
+      e = max(e, ex.end_of(t));
+    }
+    ends.push_back(e);
+  }
+  Time lo = steps >= 2 ? ends[steps - 2] : Time::zero();
+  Time hi = ends[steps - 1];
+  out.step_time = steps >= 2 ? (ends[steps - 1] - ends[0]).scaled(1.0 / (steps - 1)) : ends[0];
+
+  // Breakdown on slot 0 over the last step.
+  std::vector<Interval> compute, comm;
+  Time optimizer;
+  for (size_t t = 0; t < ex.task_count(); ++t) {
+    auto v = ex.view(static_cast<TaskId>(t));
+    if (v.device != 0 || v.end <= lo || v.start >= hi) continue;
+    if (v.stream == StreamKind::Compute) {
+      if (v.category == Category::Optimizer) {
+        optimizer += min(v.end, hi) - max(v.start, lo);
+      } else if (v.category != Category::Overhead) {
+        compute.push_back({v.start, v.end});
+      }
+    } else if (v.stream == StreamKind::Comm && v.end > v.start) {
+      comm.push_back({v.start, v.end});
+    }
+  }
+  Time window = hi - lo;
+  Time comp = union_length(compute, lo, hi);
+  Time comm_total = union_length(comm, lo, hi);
+  std::vector<Interval> busy = compute;
+  for (size_t t = 0; t < ex.task_count(); ++t) {
+    auto v = ex.view(static_cast<TaskId>(t));
+    if (v.device == 0 && v.stream == StreamKind::Compute && v.category == Category::Optimizer) busy.push_back({v.start, v.end});
+  }
+  Time hidden = overlap_length(comm, busy, lo, hi);
+  Time exposed = comm_total - hidden;
+  out.breakdown.compute_s = comp.seconds();
+  out.breakdown.optimizer_s = optimizer.seconds();
+  out.breakdown.exposed_comm_s = exposed.seconds();
+  out.breakdown.hidden_comm_s = hidden.seconds();
+  out.breakdown.overhead_s = std::max(0.0, (window - comp - optimizer - exposed).seconds());
+  out.events = sim.events_processed();
+
+  if (p.sim.trace) {
+    Timeline tl;
+    int keep = std::min(p.sim.trace_devices, ctx.slots());
+    for (size_t t = 0; t < ex.task_count(); ++t) {
+      auto v = ex.view(static_cast<TaskId>(t));
+      if (v.device >= keep || v.end <= v.start) continue;
+      tl.events.push_back(TimelineEvent{ctx.sim_devices[v.device], v.stream, v.category, ex.name(v.name), v.start, v.end,
+                                        v.bytes});
+    }
+    for (const auto& r : records) {
+      if (r.member == kNoTask || !ex.finished(r.member)) continue;
+      Time a = ex.start_of(r.member), b = ex.end_of(r.member);
+      if (b <= a) continue;
+      for (auto [link, bytes] : r.link_bytes)
+        tl.links.push_back(LinkActivity{link, ctx.topo->link(link).name, a, b, bytes});
+    }
+    out.timeline = std::move(tl);
+  }
+  return out;
+}
+
+// Simulated devices: every device when they can differ (jitter, small jobs, asked
+// for), otherwise the first few: with identical devices and no noise, every
+// device of a data-parallel job runs the same schedule, so the others are exact copies.
+std::vector<int> choose_slots(const PointSpec& p, int n, const DeviceProfile& prof) {
+  int k = n;
+  if (!p.sim.all_devices && prof.compute_jitter <= 0 && n > 64) k = std::min(n, std::max(8, p.sim.trace_devices));
+  std::vector<int> v(k);
+  for (int i = 0; i < k; ++i) v[i] = i;
+  return v;
+}
+
+}  // namespace
+
+PointResult simulate_point(const PointSpec& p) {
+  auto wall0 = std::chrono::steady_clock::now();
+  PointResult r;
+  r.params = p.labels;
+  const int n = p.strategy == StrategyKind::Single ? 1 : p.devices;
+  r.devices = n;
+  models::Workload work = models::build_gpt2_workload(p.model, p.micro_batch);
+  topology::Topology topo = topology::build_topology(p.cluster, n);
+  NetworkOptions no;
+  no.mode = p.sim.network_mode;
+  NetworkModel net(topo, no);
+
+  StepContext ctx;
+  ctx.point = &p;
+  ctx.work = &work;
+  ctx.prof = &p.profile;
+  ctx.kind = p.strategy;
+  ctx.opts = &p.options;
+  ctx.prec = precision_of(p.strategy, p.options);
+  ctx.topo = &topo;
+  ctx.net = &net;
+  for (int i = 0; i < n; ++i) ctx.ranks.push_back(i);
+  ctx.sim_devices = choose_slots(p, n, p.profile);
+  const bool dp = p.strategy == StrategyKind::Sps && n > 1 && sps_uses_data_parallel(ctx);
+  compute_op_times(ctx, dp ? static_cast<double>(n) : 1.0);
+
+  r.global_batch = static_cast<int64_t>(p.micro_batch) * p.options.accumulation * n;
+  r.tokens_per_step = r.global_batch * work.seq_len;
+  r.memory = estimate_device_memory(ctx);
+  if (p.strategy == StrategyKind::Sps) {
+    r.message = dp ? "sps as torch.nn.DataParallel (one process, GPU0 is the server)"
+                   : (n > 1 ? "sps as a multi-process central parameter server on rank 0" : "");
+  }
+  if (p.strategy == StrategyKind::Single && p.devices > 1) r.message = "single-device baseline (uses 1 device)";
+  if (r.memory.oom) {
+    r.status = "oom";
+    r.message = fmt::format("needs {:.2f} GiB on device {} but it has {:.2f} GiB", r.memory.peak / gib(1).value(),
+                            r.memory.device, r.memory.capacity / gib(1).value());
+    r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    return r;
+  }
+  RunOutput run = run_strategy(ctx, p);
+  double step = run.step_time.seconds();
+  r.step_time_s = step;
+  r.tokens_per_s = static_cast<double>(r.tokens_per_step) / step;
+  r.samples_per_s = static_cast<double>(r.global_batch) / step;
+  r.breakdown = run.breakdown;
+  r.events = run.events;
+  r.simulated_devices = run.slots;
+  r.timeline = std::move(run.timeline);
+
+  const double model_flops = models::training_flops_per_token_estimate(p.model);
+  const double peak = p.profile.spec.peak(ctx.prec.matmul_dtype()).value();
+  r.mfu = *r.tokens_per_s * model_flops / (n * peak);
+
+  // Scaling efficiency against one device with the same micro-batch and precision.
+  if (n == 1) {
+    r.scaling_efficiency = 1.0;
+  } else {
+    PointSpec base = p;
+    base.strategy = StrategyKind::Single;
+    base.devices = 1;
+    base.options.amp = ctx.prec.amp;
+    base.options.half = ctx.prec.half;
+    base.sim.trace = false;
+    PointResult b = simulate_point(base);
+    if (b.tokens_per_s) r.scaling_efficiency = *r.tokens_per_s / (n * *b.tokens_per_s);
+  }
+
+  double price = p.pricing.per_device_hour.value_or(p.profile.spec.price_per_hour);
+  if (price > 0) r.cost_per_million_tokens = price * n / 3600.0 * (1e6 / *r.tokens_per_s);
+  if (p.token_budget) {
+    r.time_to_train_s = *p.token_budget / *r.tokens_per_s;
+    if (price > 0) r.cost_to_train = price * n * *r.time_to_train_s / 3600.0;
+  }
+  r.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+  return r;
+}
+
+std::vector<PointResult> simulate_all(const std::vector<PointSpec>& points, int threads,
+                                      const std::function<void(size_t, size_t)>& progress) {
+  std::vector<PointResult> results(points.size());
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<int>(threads, static_cast<int>(std::max<size_t>(points.size(), 1)));
+  std::atomic<size_t> next{0}, done{0};
+  std::mutex mu;
+  std::exception_ptr error;
+  auto worker = [&] {
+    for (size_t i = next++; i < points.size(); i = next++) {
+      try {
+        results[i] = simulate_point(points[i]);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!error) error = std::current_exception();
+      }
+      size_t d = ++done;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(mu);
+        progress(d, points.size());
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  if (error) std::rethrow_exception(error);
+  return results;
+}
+
+}  // namespace dptwin::sim

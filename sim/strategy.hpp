@@ -32,7 +32,7 @@ enum class SpsMode { Auto, DataParallel, CentralServer };
 struct StrategyOptions {
   // --- all strategies ---
   int accumulation = 1;                 // micro-steps per optimizer step (gradient accumulation)
-  Algorithm algorithm = Algorithm::Auto;  // allreduce algorithm (NCCL picks ring/tree; Auto = ring in a node, hierarchical across)
+  Algorithm algorithm = Algorithm::Auto;  // allreduce algorithm; Auto prices ring and tree per message and takes the faster (NCCL tuner)
   bool clip_grad_norm = true;           // clip_grad_norm_(1.0) every step, as the paper's code does
 
   // --- precision (dps+amp and horovod+amp; `amp` may also be set for dps/horovod) ---

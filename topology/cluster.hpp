@@ -7,16 +7,19 @@
 //     two-level fat-tree with oversubscription, none) — expanded for as many
 //     nodes as a job needs; or
 //   * an explicit graph: `vertices:` and `links:` lists.
-// Every figure carries its unit ("100 Gb/s", "1.5 us", "16 GiB").
+// Every figure carries its unit ("100 Gb/s", "1.5 us", "16 GiB"). The full
+// format, with an example and the presets' figures and sources, is in
+// topology/README.md.
 //
 // Presets (topology/presets/*.yaml, embedded in the binary): hal-v100 (the
 // paper's cluster), dgx1-v100, dgx-a100, dgx-h100, hgx-h200, pcie-8gpu,
 // eth-10g, eth-25g, eth-100g (Ethernet clusters; fat-tree when many nodes),
 // localhost-cpu (N CPU ranks sharing memory on one host).
 //
-// Thread-safety: pure functions.
+// Thread-safety: pure functions; build_topology may run concurrently on one spec.
 #pragma once
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,19 +29,38 @@
 
 namespace dptwin::topology {
 
+namespace detail {
+struct ClusterModel;  // typed form of the document (cluster_model.hpp, internal)
+}
+
 // A parsed, validated cluster description (not yet expanded).
 struct ClusterSpec {
   std::string name;
   std::string description;
   int devices_per_node = 1;            // for templates; explicit graphs: devices / hosts
   std::optional<int> max_nodes;        // explicit graphs and fixed clusters have a maximum
-  DeviceSpec device;                   // device type of the template (explicit: of device 0)
+  DeviceSpec device;                   // device type of the template (explicit: of device 0);
+                                       // templates: build_topology uses it, so assigning it
+                                       // replaces the device (explicit graphs: use device_override)
   YAML::Node source;                   // the validated document (kept for building)
   std::string file;                    // file name used in messages
   // Overrides applied when building (what-if fields of scenarios): scale
   // inter-node link bandwidth, replace the device type, set node count.
-  std::optional<Bandwidth> inter_node_bandwidth;
-  std::optional<Time> inter_node_latency;
+  std::optional<Bandwidth> inter_node_bandwidth;  // replaces the NIC port speed (NIC<->switch links);
+                                                 // fat-tree uplinks scale by the same ratio
+  std::optional<Time> inter_node_latency;        // NIC-to-NIC one-way latency under one switch
+                                                 // (each NIC<->switch hop gets half)
+  std::optional<DeviceSpec> device_override;     // replaces the spec of every device
+  int explicit_devices = 0;                      // explicit graphs: devices in the graph (0 for templates)
+  // The validated document in typed form, shared by copies; build_topology
+  // uses it (no YAML access, so concurrent builds are safe). When null,
+  // build_topology parses `source` again.
+  std::shared_ptr<const detail::ClusterModel> model;
+
+  // Nodes a job of `devices` devices occupies: ceil(devices / devices_per_node).
+  int nodes_for(int devices) const;
+  // Largest job the cluster holds: max_nodes x devices_per_node; -1 when unbounded.
+  int max_devices() const;
 };
 
 // Parses and validates a cluster document (errors name file, line and key).

@@ -1,1 +1,159 @@
 #include <doctest.h>
+
+#include <algorithm>
+
+#include "sim/build_common.hpp"
+#include "sim/simulate.hpp"
+#include "sim_test_util.hpp"
+
+using namespace dptwin;
+using namespace dptwin::sim;
+using dptwin::sim::testing::make_point;
+
+TEST_CASE("single: the step is forward + backward + optimizer + fixed overheads, nothing else") {
+  PointSpec p = make_point("paper", "hal-v100", 1, StrategyKind::Single, 4);
+  PointResult r = simulate_point(p);
+  REQUIRE(r.status == "ok");
+  REQUIRE(r.step_time_s);
+  // Rebuild the same sums the builder used.
+  models::Workload w = models::build_gpt2_workload(p.model, 4);
+  StepContext ctx;
+  ctx.work = &w;
+  ctx.prof = &p.profile;
+  ctx.opts = &p.options;
+  ctx.prec = precision_of(p.strategy, p.options);
+  compute_op_times(ctx);
+  OptimizerWork ow = optimizer_work(ctx);
+  Time expected = sum_forward(ctx) + sum_backward(ctx, 0, ctx.backward_times.size()) + ow.total() + ow.zero_grad +
+                  p.profile.step_overhead;
+  CHECK(*r.step_time_s == doctest::Approx(expected.seconds()).epsilon(1e-6));
+  CHECK(r.breakdown.exposed_comm_s == 0.0);
+  CHECK(r.breakdown.hidden_comm_s == 0.0);
+  CHECK(*r.scaling_efficiency == 1.0);
+  CHECK(*r.tokens_per_s == doctest::Approx(4 * 512 / *r.step_time_s));
+}
+
+TEST_CASE("dps: bucket allreduces overlap the backward pass") {
+  PointSpec p = make_point("paper", "hal-v100", 4, StrategyKind::Dps, 2);
+  PointResult r = simulate_point(p);
+  REQUIRE(r.status == "ok");
+  // Some communication is hidden behind backward compute, and the step is shorter
+  // than running compute, optimizer and all communication back to back.
+  CHECK(r.breakdown.hidden_comm_s > 0.0);
+  double serial = r.breakdown.compute_s + r.breakdown.optimizer_s + r.breakdown.hidden_comm_s + r.breakdown.exposed_comm_s;
+  CHECK(*r.step_time_s < serial);
+  // 4 devices with 2 samples each: global batch 8, tokens 8 x 512.
+  CHECK(r.global_batch == 8);
+  CHECK(r.tokens_per_step == 8 * 512);
+  CHECK(*r.scaling_efficiency < 1.0);
+  CHECK(*r.scaling_efficiency > 0.5);
+}
+
+TEST_CASE("dps: buckets follow DDP's assignment (1 MiB first, 25 MiB after)") {
+  PointSpec p = make_point("paper", "hal-v100", 4, StrategyKind::Dps, 2);
+  models::Workload w = models::build_gpt2_workload(p.model, 2);
+  StepContext ctx;
+  ctx.work = &w;
+  ctx.opts = &p.options;
+  ctx.kind = p.strategy;
+  ctx.prec = precision_of(p.strategy, p.options);
+  // 106.3M fp32 gradients = 425 MB; 25 MiB buckets close at or after the limit, and
+  // the last bucket holds wte (78 MiB): about 425 MB / 26 MiB plus the first bucket.
+  int buckets = dps_bucket_count(ctx);
+  CHECK(buckets >= 12);
+  CHECK(buckets <= 18);
+  p.options.bucket_cap = mib(100);
+  CHECK(dps_bucket_count(ctx) < buckets);
+}
+
+TEST_CASE("dps on one device is a single device run plus DDP's bookkeeping only") {
+  PointResult single = simulate_point(make_point("paper", "hal-v100", 1, StrategyKind::Single, 2));
+  PointResult dps = simulate_point(make_point("paper", "hal-v100", 1, StrategyKind::Dps, 2));
+  CHECK(*dps.step_time_s == doctest::Approx(*single.step_time_s).epsilon(1e-6));
+}
+
+TEST_CASE("horovod: fusion, cycle time and the paper's double step all matter") {
+  PointSpec p = make_point("paper", "hal-v100", 8, StrategyKind::Horovod, 4);
+  PointResult base = simulate_point(p);
+  REQUIRE(base.status == "ok");
+  CHECK(base.breakdown.hidden_comm_s + base.breakdown.exposed_comm_s > 0.0);
+
+  PointSpec no_fusion = p;
+  no_fusion.options.fusion_threshold = Bytes(1);  // every tensor on its own
+  CHECK(*simulate_point(no_fusion).step_time_s > *base.step_time_s);
+
+  PointSpec slow_cycle = p;
+  slow_cycle.options.cycle_time = Time::ms(20);
+  CHECK(*simulate_point(slow_cycle).step_time_s > *base.step_time_s);
+
+  PointSpec amp = make_point("paper", "hal-v100", 4, StrategyKind::HorovodAmp, 4);
+  PointSpec amp2 = amp;
+  amp2.options.double_step = true;
+  double t1 = *simulate_point(amp).step_time_s, t2 = *simulate_point(amp2).step_time_s;
+  // A second full allreduce of fp32 gradients and a second AdamW.
+  CHECK(t2 > t1 * 1.05);
+}
+
+TEST_CASE("amp: fp16 tensor cores make O2 faster than fp32 on a V100") {
+  PointResult fp32 = simulate_point(make_point("paper", "hal-v100", 4, StrategyKind::Dps, 4));
+  PointResult o2 = simulate_point(make_point("paper", "hal-v100", 4, StrategyKind::DpsAmp, 4));
+  CHECK(*o2.step_time_s < *fp32.step_time_s);
+  // O2 holds fp32 master weights and half gradients.
+  CHECK(o2.memory.master_weights == doctest::Approx(4.0 * 106331904));
+  CHECK(o2.memory.gradients == doctest::Approx(2.0 * 106331904));
+}
+
+TEST_CASE("sps: DataParallel inside a node, a central server across nodes") {
+  PointResult in_node = simulate_point(make_point("paper", "hal-v100", 4, StrategyKind::Sps, 1));
+  PointResult across = simulate_point(make_point("paper", "hal-v100", 8, StrategyKind::Sps, 1));
+  REQUIRE(in_node.status == "ok");
+  REQUIRE(across.status == "ok");
+  CHECK(in_node.message.find("DataParallel") != std::string::npos);
+  CHECK(across.message.find("central parameter server") != std::string::npos);
+  // GPU0 holds the gathered outputs of all four replicas.
+  CHECK(in_node.memory.gathered_outputs > 4 * 512.0 * 26679 * 4);
+  // The server's link is the bottleneck: sps scales worse than dps on the same devices.
+  PointResult dps = simulate_point(make_point("paper", "hal-v100", 8, StrategyKind::Dps, 1));
+  CHECK(*across.tokens_per_s < *dps.tokens_per_s);
+}
+
+TEST_CASE("simulation is deterministic and representative devices are exact without jitter") {
+  PointSpec p = make_point("gpt2", "dgx-a100", 128, StrategyKind::Dps, 4);
+  PointResult a = simulate_point(p), b = simulate_point(p);
+  CHECK(*a.step_time_s == *b.step_time_s);
+  CHECK(a.simulated_devices < 128);
+  PointSpec all = p;
+  all.sim.all_devices = true;
+  PointResult c = simulate_point(all);
+  CHECK(c.simulated_devices == 128);
+  CHECK(*c.step_time_s == doctest::Approx(*a.step_time_s).epsilon(1e-9));
+  // With jitter, every device is simulated and stragglers slow the step down.
+  PointSpec noisy = p;
+  noisy.profile.compute_jitter = 0.05;
+  PointResult d = simulate_point(noisy);
+  CHECK(d.simulated_devices == 128);
+  CHECK(*d.step_time_s > *a.step_time_s);
+}
+
+TEST_CASE("flow and analytic network modes agree on a symmetric single-node job") {
+  PointSpec p = make_point("paper", "dgx-a100", 8, StrategyKind::Dps, 2);
+  PointSpec q = p;
+  q.sim.network_mode = NetworkMode::Analytic;
+  double f = *simulate_point(p).step_time_s, a = *simulate_point(q).step_time_s;
+  CHECK(a == doctest::Approx(f).epsilon(0.02));
+}
+
+TEST_CASE("dps timeline shows backward compute overlapping bucket allreduces") {
+  PointSpec p = make_point("paper", "hal-v100", 4, StrategyKind::Dps, 2);
+  p.sim.trace = true;
+  PointResult r = simulate_point(p);
+  REQUIRE(r.timeline);
+  bool overlap = false;
+  for (const auto& c : r.timeline->events) {
+    if (c.stream != StreamKind::Comm || c.name.find("allreduce bucket") == std::string::npos) continue;
+    for (const auto& b : r.timeline->events)
+      if (b.device == c.device && b.category == Category::Backward && b.start < c.end && c.start < b.end) overlap = true;
+  }
+  CHECK(overlap);
+  CHECK_FALSE(r.timeline->links.empty());
+}

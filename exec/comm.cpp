@@ -1,0 +1,150 @@
+// exec/comm.cpp — Work, the recording wrapper of Communicator, helpers.
+#include "exec/comm.hpp"
+
+#include <fmt/format.h>
+
+namespace dptwin::exec {
+namespace {
+
+int64_t process_clock_ns() {
+  static const auto t0 = std::chrono::steady_clock::now();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+void Work::wait(std::chrono::duration<double> timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const bool done = cv_.wait_for(lock, timeout, [&] { return done_; });
+  if (!done)
+    throw CommTimeout(fmt::format("{} did not complete within {:.1f} s (a peer rank may be dead or stalled)", what_,
+                                  timeout.count()));
+  if (error_) {
+    try {
+      std::rethrow_exception(error_);
+    } catch (const CommError&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw CommError(fmt::format("{} failed: {}", what_, e.what()));
+    }
+  }
+}
+
+bool Work::completed() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void Work::mark_started(int64_t ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  start_ns_ = ns;
+}
+
+void Work::finish(int64_t end_ns, std::exception_ptr error) {
+  std::vector<std::function<void(const Work&)>> callbacks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (done_) return;
+    done_ = true;
+    end_ns_ = end_ns;
+    if (start_ns_ < 0) start_ns_ = end_ns;
+    error_ = error;
+    callbacks.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& fn : callbacks) fn(*this);
+}
+
+void Work::on_complete(std::function<void(const Work&)> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) {
+      callbacks_.push_back(std::move(fn));
+      return;
+    }
+  }
+  fn(*this);
+}
+
+int64_t Communicator::now_ns() const { return recorder_ ? recorder_->now_ns() : process_clock_ns(); }
+
+WorkPtr Communicator::record(const char* kind, int64_t bytes, WorkPtr w, int64_t launch_ns) {
+  std::string label = next_label_.empty() ? std::string(kind) : std::move(next_label_);
+  next_label_.clear();
+  if (recorder_ && recording_ && w) {
+    Recorder* rec = recorder_;
+    const int step = rec->step();
+    w->on_complete([rec, label = std::move(label), bytes, launch_ns, step](const Work& done) {
+      Span s;
+      s.name = label;
+      s.stream = "comm";
+      s.step = step;
+      s.launch_ns = launch_ns;
+      s.start_ns = done.start_ns();
+      s.end_ns = done.end_ns();
+      s.bytes = bytes;
+      rec->add(std::move(s));
+    });
+  }
+  return w;
+}
+
+static int64_t nbytes(const at::Tensor& t) { return static_cast<int64_t>(t.numel() * t.element_size()); }
+
+WorkPtr Communicator::allreduce(at::Tensor t, ReduceOp op) {
+  const auto t0 = now_ns();
+  return record("allreduce", nbytes(t), do_allreduce(t, op), t0);
+}
+WorkPtr Communicator::reduce(at::Tensor t, int root, ReduceOp op) {
+  const auto t0 = now_ns();
+  return record("reduce", nbytes(t), do_reduce(t, root, op), t0);
+}
+WorkPtr Communicator::broadcast(at::Tensor t, int root) {
+  const auto t0 = now_ns();
+  return record("broadcast", nbytes(t), do_broadcast(t, root), t0);
+}
+WorkPtr Communicator::allgather(at::Tensor in, at::Tensor out) {
+  if (out.numel() != in.numel() * size()) throw CommError("allgather: out.numel() must be size() * in.numel()");
+  const auto t0 = now_ns();
+  return record("allgather", nbytes(out), do_allgather(in, out), t0);
+}
+WorkPtr Communicator::reduce_scatter(at::Tensor in, at::Tensor out, ReduceOp op) {
+  if (in.numel() != out.numel() * size()) throw CommError("reduce_scatter: in.numel() must be size() * out.numel()");
+  const auto t0 = now_ns();
+  return record("reduce_scatter", nbytes(in), do_reduce_scatter(in, out, op), t0);
+}
+WorkPtr Communicator::send(at::Tensor t, int dst, int tag) {
+  const auto t0 = now_ns();
+  return record("send", nbytes(t), do_send(t, dst, tag), t0);
+}
+WorkPtr Communicator::recv(at::Tensor t, int src, int tag) {
+  const auto t0 = now_ns();
+  return record("recv", nbytes(t), do_recv(t, src, tag), t0);
+}
+WorkPtr Communicator::barrier() {
+  const auto t0 = now_ns();
+  return record("barrier", 0, do_barrier(), t0);
+}
+
+void wait_all(const std::vector<WorkPtr>& works, std::chrono::duration<double> timeout) {
+  for (const auto& w : works)
+    if (w) w->wait(timeout);
+}
+
+const char* to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Min: return "min";
+    case ReduceOp::Max: return "max";
+  }
+  return "?";
+}
+
+#ifndef DPTWIN_HAVE_NCCL
+bool nccl_available() { return false; }
+std::unique_ptr<Communicator> make_nccl_communicator(const std::string&, int, int, std::chrono::duration<double>) {
+  throw CommError("this dptwin was built without NCCL (needs a CUDA LibTorch and -Dnccl=enabled)");
+}
+#endif
+
+}  // namespace dptwin::exec

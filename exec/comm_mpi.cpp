@@ -1,0 +1,237 @@
+// exec/comm_mpi.cpp — MPI backend (OpenMPI, CPU tensors).
+//
+// MPI is initialized once per process with MPI_THREAD_MULTIPLE (each
+// communicator, including split() ones, runs its blocking MPI calls on its own
+// OpQueue thread, so several threads call MPI concurrently). Errors return
+// codes (MPI_ERRORS_RETURN) and become CommError. bf16 and fp16 travel as
+// 16-bit words with user-defined reduction operators that add in fp32.
+// OMPI_MCA_mpi_yield_when_idle=1 is set (unless the user set it) so that a
+// comm thread waiting for peers does not spin a core away from compute.
+#include <fmt/format.h>
+
+#include "exec/comm.hpp"
+
+#ifdef DPTWIN_HAVE_MPI
+#include <ATen/ATen.h>
+#include <c10/util/BFloat16.h>
+#include <c10/util/Half.h>
+#include <mpi.h>
+
+#include <cstdlib>
+
+#include "exec/op_queue.hpp"
+
+namespace dptwin::exec {
+namespace {
+
+struct MpiState {
+  bool initialized = false;
+  MPI_Op half_ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // fp16: sum, min, max
+  MPI_Op bf16_ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+};
+
+// MPI is a per-process resource; this is its one piece of process state.
+MpiState& mpi_state() {
+  static MpiState s;
+  return s;
+}
+
+template <typename H, int Op>
+void half_op(void* in, void* inout, int* len, MPI_Datatype*) {
+  const H* a = static_cast<const H*>(in);
+  H* b = static_cast<H*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = static_cast<float>(a[i]), y = static_cast<float>(b[i]);
+    b[i] = static_cast<H>(Op == 0 ? x + y : (Op == 1 ? std::min(x, y) : std::max(x, y)));
+  }
+}
+
+void ensure_init() {
+  auto& st = mpi_state();
+  if (st.initialized) return;
+  int already = 0;
+  MPI_Initialized(&already);
+  if (!already) {
+    ::setenv("OMPI_MCA_mpi_yield_when_idle", "1", /*overwrite=*/0);
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided) != MPI_SUCCESS)
+      throw CommError("MPI_Init_thread failed");
+    if (provided < MPI_THREAD_MULTIPLE)
+      throw CommError(fmt::format("MPI provides thread level {} < MPI_THREAD_MULTIPLE", provided));
+  }
+  MPI_Op_create(&half_op<c10::Half, 0>, 1, &st.half_ops[0]);
+  MPI_Op_create(&half_op<c10::Half, 1>, 1, &st.half_ops[1]);
+  MPI_Op_create(&half_op<c10::Half, 2>, 1, &st.half_ops[2]);
+  MPI_Op_create(&half_op<c10::BFloat16, 0>, 1, &st.bf16_ops[0]);
+  MPI_Op_create(&half_op<c10::BFloat16, 1>, 1, &st.bf16_ops[1]);
+  MPI_Op_create(&half_op<c10::BFloat16, 2>, 1, &st.bf16_ops[2]);
+  st.initialized = true;
+}
+
+MPI_Datatype mpi_type(const at::Tensor& t) {
+  switch (t.scalar_type()) {
+    case at::kFloat: return MPI_FLOAT;
+    case at::kDouble: return MPI_DOUBLE;
+    case at::kInt: return MPI_INT;
+    case at::kLong: return MPI_LONG_LONG;
+    case at::kByte:
+    case at::kBool: return MPI_UNSIGNED_CHAR;
+    case at::kChar: return MPI_SIGNED_CHAR;
+    case at::kHalf:
+    case at::kBFloat16: return MPI_UINT16_T;
+    default: throw CommError(fmt::format("MPI backend: unsupported dtype {}", c10::toString(t.scalar_type())));
+  }
+}
+
+MPI_Op mpi_op(const at::Tensor& t, ReduceOp op) {
+  const int k = static_cast<int>(op);
+  if (t.scalar_type() == at::kHalf) return mpi_state().half_ops[k];
+  if (t.scalar_type() == at::kBFloat16) return mpi_state().bf16_ops[k];
+  return op == ReduceOp::Sum ? MPI_SUM : (op == ReduceOp::Min ? MPI_MIN : MPI_MAX);
+}
+
+int count_of(const at::Tensor& t) {
+  if (t.numel() > std::numeric_limits<int>::max()) throw CommError("MPI backend: tensor larger than INT_MAX elements");
+  if (!t.is_contiguous()) throw CommError("MPI backend: tensor must be contiguous");
+  return static_cast<int>(t.numel());
+}
+
+std::string mpi_error_text(int code) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, buf, &len);
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+// Owns an MPI communicator handle (freed after the op thread has stopped).
+struct CommHandle {
+  MPI_Comm comm = MPI_COMM_NULL;
+  ~CommHandle() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm != MPI_COMM_NULL && !finalized) MPI_Comm_free(&comm);
+  }
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(MPI_Comm parent) {
+    MPI_Comm_dup(parent, &h_.comm);
+    MPI_Comm_set_errhandler(h_.comm, MPI_ERRORS_RETURN);
+    MPI_Comm_rank(h_.comm, &rank_);
+    MPI_Comm_size(h_.comm, &size_);
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  std::string backend() const override { return "mpi"; }
+
+  std::unique_ptr<Communicator> split(const std::string&) override {
+    auto c = std::make_unique<MpiCommunicator>(h_.comm);
+    c->set_timeout(timeout());
+    return c;
+  }
+
+ protected:
+  WorkPtr do_allreduce(at::Tensor& t, ReduceOp op) override {
+    return run("allreduce", [=, this] {
+      return MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t), mpi_type(t), mpi_op(t, op), h_.comm);
+    });
+  }
+  WorkPtr do_reduce(at::Tensor& t, int root, ReduceOp op) override {
+    return run("reduce", [=, this] {
+      void* p = t.data_ptr();
+      return MPI_Reduce(rank_ == root ? MPI_IN_PLACE : p, rank_ == root ? p : nullptr, count_of(t), mpi_type(t),
+                        mpi_op(t, op), root, h_.comm);
+    });
+  }
+  WorkPtr do_broadcast(at::Tensor& t, int root) override {
+    return run("broadcast", [=, this] { return MPI_Bcast(t.data_ptr(), count_of(t), mpi_type(t), root, h_.comm); });
+  }
+  WorkPtr do_allgather(at::Tensor& in, at::Tensor& out) override {
+    return run("allgather", [=, this] {
+      return MPI_Allgather(in.data_ptr(), count_of(in), mpi_type(in), out.data_ptr(), count_of(in), mpi_type(out),
+                           h_.comm);
+    });
+  }
+  WorkPtr do_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) override {
+    return run("reduce_scatter", [=, this] {
+      return MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out), mpi_type(in), mpi_op(in, op),
+                                      h_.comm);
+    });
+  }
+  WorkPtr do_send(at::Tensor& t, int dst, int tag) override {
+    return run("send", [=, this] { return MPI_Send(t.data_ptr(), count_of(t), mpi_type(t), dst, tag, h_.comm); });
+  }
+  WorkPtr do_recv(at::Tensor& t, int src, int tag) override {
+    return run("recv", [=, this] {
+      return MPI_Recv(t.data_ptr(), count_of(t), mpi_type(t), src, tag, h_.comm, MPI_STATUS_IGNORE);
+    });
+  }
+  WorkPtr do_barrier() override {
+    return run("barrier", [this] { return MPI_Barrier(h_.comm); });
+  }
+
+ private:
+  template <typename F>
+  WorkPtr run(const char* kind, F&& call) {
+    auto w = std::make_shared<Work>(fmt::format("MPI {} on rank {}", kind, rank_));
+    queue_.submit([this, w, call = std::forward<F>(call)]() mutable {
+      w->mark_started(now_ns());
+      std::exception_ptr err;
+      try {
+        const int rc = call();
+        if (rc != MPI_SUCCESS) err = std::make_exception_ptr(CommError(w->what() + ": " + mpi_error_text(rc)));
+      } catch (...) {
+        err = std::current_exception();
+      }
+      w->finish(now_ns(), err);
+    });
+    return w;
+  }
+
+  CommHandle h_;
+  int rank_ = 0, size_ = 1;
+  OpQueue queue_;  // last: stops before h_ frees the communicator
+};
+
+}  // namespace
+
+bool mpi_available() { return true; }
+
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  ensure_init();
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD);
+}
+
+void mpi_finalize() {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Finalize();
+}
+
+void mpi_abort(int code) {
+  int init = 0, fin = 0;
+  MPI_Initialized(&init);
+  MPI_Finalized(&fin);
+  if (init && !fin) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
+}  // namespace dptwin::exec
+
+#else  // !DPTWIN_HAVE_MPI
+
+#include <cstdlib>
+
+namespace dptwin::exec {
+bool mpi_available() { return false; }
+std::unique_ptr<Communicator> make_mpi_communicator() {
+  throw CommError("this dptwin-exec was built without MPI (install OpenMPI and reconfigure with -Dmpi=enabled)");
+}
+void mpi_finalize() {}
+void mpi_abort(int code) { std::_Exit(code); }
+}  // namespace dptwin::exec
+
+#endif

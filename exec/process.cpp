@@ -1,0 +1,120 @@
+// exec/process.cpp — see process.hpp.
+#include "exec/process.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <thread>
+
+extern char** environ;
+
+namespace dptwin::exec {
+namespace {
+
+pid_t spawn(const ProcessSpec& spec) {
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string key = kv.substr(0, kv.find('='));
+    bool overridden = false;
+    for (const auto& [k, v] : spec.env) overridden = overridden || k == key;
+    if (!overridden) env_strings.push_back(kv);
+  }
+  for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::execvpe(argv[0], argv.data(), envp.data());
+    std::fprintf(stderr, "dptwin: cannot execute '%s': %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  ::setpgid(pid, pid);  // also from the parent, to avoid racing the child
+  return pid;
+}
+
+void signal_group(pid_t pid, int sig) {
+  if (::kill(-pid, sig) != 0) ::kill(pid, sig);
+}
+
+}  // namespace
+
+std::string describe(const ProcessResult& r) {
+  if (r.signal != 0)
+    return fmt::format("{} (pid {}) killed by signal {} ({}){}", r.label, r.pid, r.signal, ::strsignal(r.signal),
+                       r.killed_by_us ? " [terminated by the launcher]" : "");
+  return fmt::format("{} (pid {}) exited with code {}", r.label, r.pid, r.exit_code);
+}
+
+GroupOutcome run_process_group(const std::vector<ProcessSpec>& specs, double timeout_s, double grace_s) {
+  using clock = std::chrono::steady_clock;
+  GroupOutcome out;
+  out.results.resize(specs.size());
+  std::vector<bool> running(specs.size(), false);
+  size_t alive = 0;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    out.results[i].label = specs[i].label.empty() ? fmt::format("process {}", i) : specs[i].label;
+    out.results[i].pid = static_cast<int>(spawn(specs[i]));
+    running[i] = true;
+    ++alive;
+  }
+  const auto deadline = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s));
+  clock::time_point kill_at = clock::time_point::max();
+  bool terminating = false;
+
+  auto terminate_all = [&](const std::string& why) {
+    if (terminating) return;
+    terminating = true;
+    if (out.failure.empty()) out.failure = why;
+    for (size_t i = 0; i < specs.size(); ++i)
+      if (running[i]) {
+        out.results[i].killed_by_us = true;
+        signal_group(out.results[i].pid, SIGTERM);
+      }
+    kill_at = clock::now() + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(grace_s));
+  };
+
+  while (alive > 0) {
+    bool reaped = false;
+    for (size_t i = 0; i < specs.size(); ++i) {
+      if (!running[i]) continue;
+      int status = 0;
+      if (::waitpid(out.results[i].pid, &status, WNOHANG) != out.results[i].pid) continue;
+      reaped = true;
+      running[i] = false;
+      --alive;
+      auto& r = out.results[i];
+      if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+      else r.exit_code = WEXITSTATUS(status);
+      if ((r.signal != 0 || r.exit_code != 0) && !r.killed_by_us) terminate_all(describe(r));
+    }
+    if (reaped) continue;
+    const auto now = clock::now();
+    if (!terminating && now >= deadline) {
+      out.timed_out = true;
+      terminate_all(fmt::format("the job did not finish within {:.0f} s", timeout_s));
+    }
+    if (terminating && now >= kill_at) {
+      for (size_t i = 0; i < specs.size(); ++i)
+        if (running[i]) signal_group(out.results[i].pid, SIGKILL);
+      kill_at = clock::time_point::max();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  out.ok = !terminating;
+  for (const auto& r : out.results) out.ok = out.ok && r.signal == 0 && r.exit_code == 0;
+  return out;
+}
+
+}  // namespace dptwin::exec
