@@ -94,7 +94,8 @@ std::optional<CheckpointMeta> load_checkpoint(const std::string& dir, const std:
   root.read("scaler_good_steps", t);
   meta.scaler.good_steps = static_cast<int>(t.item<int64_t>());
   root.read("cpu_rng", t);
-  at::detail::getDefaultCPUGenerator().set_state(t);
+  auto gen = at::detail::getDefaultCPUGenerator();
+  gen.set_state(t);
   return meta;
 }
 

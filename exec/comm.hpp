@@ -13,7 +13,7 @@
 //
 // Tensors: contiguous, on the backend's device; fp32, fp64, bf16, fp16, int32,
 // int64 and uint8 are supported by every backend (Gloo in LibTorch 1.13 has no
-// bf16: that backend reduces bf16 in an fp32 copy). The caller keeps every
+// bf16: that backend reduces bf16 in an fp32 copy); bool for non-reducing ops. The caller keeps every
 // tensor alive and untouched until its Work completes.
 //
 // Failures: a failed op completes its Work with an error; wait() throws

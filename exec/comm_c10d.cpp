@@ -51,6 +51,14 @@ WorkPtr C10dCommunicator::wrap(const char* kind, c10::intrusive_ptr<c10d::Work> 
   auto w = std::make_shared<Work>(fmt::format("{} {} on rank {}", backend_, kind, rank_));
   w->mark_started(now_ns());
   auto complete = [this, w, after = std::move(after)](std::exception_ptr err) {
+    if (err) {  // c10 errors carry a C++ backtrace: keep the message only
+      try {
+        std::rethrow_exception(err);
+      } catch (const c10::Error& e) {
+        err = std::make_exception_ptr(CommError(w->what() + " failed: " + e.what_without_backtrace()));
+      } catch (...) {
+      }
+    }
     if (!err && after) {
       try {
         after();
@@ -91,7 +99,9 @@ at::Tensor C10dCommunicator::reducible(const at::Tensor& t) const {
 }
 
 at::Tensor C10dCommunicator::transportable(const at::Tensor& t) {
-  if (t.scalar_type() == at::kBFloat16 || t.scalar_type() == at::kHalf) return t.view(at::kShort);
+  // Gloo moves fp16 and uint8 but not bf16 or bool: same-size views, bit-exact.
+  if (t.scalar_type() == at::kBFloat16) return t.view(at::kHalf);
+  if (t.scalar_type() == at::kBool) return t.view(at::kByte);
   return t;
 }
 

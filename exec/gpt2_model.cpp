@@ -18,6 +18,10 @@ torch::Tensor Conv1DImpl::forward(const torch::Tensor& x) {
   return y.view(sizes);
 }
 
+EmbeddingImpl::EmbeddingImpl(int64_t rows, int64_t width) {
+  weight = register_parameter("weight", torch::empty({rows, width}));
+}
+
 LayerNormImpl::LayerNormImpl(int64_t width) {
   weight = register_parameter("weight", torch::ones({width}));
   bias = register_parameter("bias", torch::zeros({width}));
@@ -33,6 +37,7 @@ AttentionImpl::AttentionImpl(const models::Gpt2Config& cfg) : n_head(cfg.n_head)
   mask = register_buffer("bias", torch::ones({cfg.n_positions, cfg.n_positions}, torch::kBool)
                                      .tril()
                                      .view({1, 1, cfg.n_positions, cfg.n_positions}));
+  masked_bias = register_buffer("masked_bias", torch::tensor(-1e4f));
 }
 
 torch::Tensor AttentionImpl::forward(const torch::Tensor& x) {
@@ -73,8 +78,8 @@ torch::Tensor BlockImpl::forward(const torch::Tensor& x) {
 
 Gpt2Impl::Gpt2Impl(const models::Gpt2Config& cfg) : cfg_(cfg) {
   TORCH_CHECK(cfg.tied_embeddings, "exec GPT-2 supports tied embeddings only (model '", cfg.name, "')");
-  wte = register_parameter("wte", torch::empty({cfg.vocab_size, cfg.n_embd}));
-  wpe = register_parameter("wpe", torch::empty({cfg.n_positions, cfg.n_embd}));
+  wte = register_module("wte", Embedding(cfg.vocab_size, cfg.n_embd));
+  wpe = register_module("wpe", Embedding(cfg.n_positions, cfg.n_embd));
   h = register_module("h", torch::nn::ModuleList());
   for (int i = 0; i < cfg.n_layer; ++i) h->push_back(Block(cfg));
   ln_f = register_module("ln_f", LayerNorm(cfg.n_embd));
@@ -90,8 +95,8 @@ void Gpt2Impl::init_weights(uint64_t seed) {
     tmp.normal_(0.0, s, gen);
     t.copy_(tmp);
   };
-  normal(wte, std);
-  normal(wpe, std);
+  normal(wte->weight, std);
+  normal(wpe->weight, std);
   for (auto& m : *h) {
     auto& b = *m->as<Block>();
     normal(b.attn->c_attn->weight, std);
@@ -112,10 +117,10 @@ torch::Tensor Gpt2Impl::forward(const torch::Tensor& idx) {
   const int64_t T = idx.size(1);
   TORCH_CHECK(T <= cfg_.n_positions, "sequence length ", T, " exceeds n_positions ", cfg_.n_positions);
   auto pos = torch::arange(T, torch::TensorOptions().dtype(torch::kLong).device(idx.device()));
-  auto x = torch::embedding(wte, idx) + torch::embedding(wpe, pos);
+  auto x = torch::embedding(wte->weight, idx) + torch::embedding(wpe->weight, pos);
   for (auto& m : *h) x = m->as<Block>()->forward(x);
   x = ln_f(x);
-  return torch::matmul(x, wte.t());
+  return torch::matmul(x, wte->weight.t());
 }
 
 torch::Tensor Gpt2Impl::loss(const torch::Tensor& idx, const torch::Tensor& targets) {

@@ -35,6 +35,14 @@ class Conv1DImpl : public torch::nn::Module {
 };
 TORCH_MODULE(Conv1D);
 
+// Embedding table: a "weight" of shape (rows, width).
+class EmbeddingImpl : public torch::nn::Module {
+ public:
+  EmbeddingImpl(int64_t rows, int64_t width);
+  torch::Tensor weight;
+};
+TORCH_MODULE(Embedding);
+
 class LayerNormImpl : public torch::nn::Module {
  public:
   explicit LayerNormImpl(int64_t width);
@@ -48,7 +56,8 @@ class AttentionImpl : public torch::nn::Module {
   explicit AttentionImpl(const models::Gpt2Config& cfg);
   torch::Tensor forward(const torch::Tensor& x);
   Conv1D c_attn{nullptr}, c_proj{nullptr};
-  torch::Tensor mask;  // buffer "bias": lower-triangular (1, 1, n_positions, n_positions) bool
+  torch::Tensor mask;         // buffer "bias": lower-triangular (1, 1, n_positions, n_positions) bool
+  torch::Tensor masked_bias;  // buffer "masked_bias": scalar -1e4 (HuggingFace; unused in the math)
   int64_t n_head, n_embd;
 };
 TORCH_MODULE(Attention);
@@ -87,7 +96,7 @@ class Gpt2Impl : public torch::nn::Module {
 
   const models::Gpt2Config& config() const { return cfg_; }
 
-  torch::Tensor wte, wpe;
+  Embedding wte{nullptr}, wpe{nullptr};
   torch::nn::ModuleList h{nullptr};
   LayerNorm ln_f{nullptr};
 

@@ -127,8 +127,12 @@ std::vector<TaskId> add_collective_on(StepContext& ctx, const std::vector<int>& 
     if (req.ranks.size() < 2 || req.bytes.value() <= 0) return Time::zero();
     const CollectiveCost* best = nullptr;
     if (req.algorithm == Algorithm::Auto) {
-      // Like NCCL's tuner: price ring and tree for this message and take the faster.
-      for (Algorithm a : {Algorithm::Ring, Algorithm::Tree}) {
+      // Like NCCL's tuner: price the candidates for this message and take the fastest.
+      // Across nodes NCCL's rings and trees are topology aware (intra-node chains,
+      // one channel per NIC), which the hierarchical decomposition represents.
+      std::vector<Algorithm> candidates{Algorithm::Ring, Algorithm::Tree};
+      if (req.channels > 1) candidates.push_back(Algorithm::Hierarchical);
+      for (Algorithm a : candidates) {
         CollectiveRequest r = req;
         r.algorithm = a;
         const CollectiveCost& c = net->cost(r);

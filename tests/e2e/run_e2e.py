@@ -180,7 +180,8 @@ def case_list():
 
 def case_help():
     top = run("--help").stdout
-    check("simulate" in top and "list" in top, "top-level help lists the commands")
+    for cmd in ("simulate", "list", "exec", "prepare-data"):
+        check(cmd in top, f"top-level help lists {cmd}")
     sim = run("simulate", "--help").stdout
     for flag in SIMULATE_FLAGS:
         check(flag in sim, f"simulate --help lists {flag}")
