@@ -7,4 +7,5 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 [ -d build ] || meson setup build --buildtype=release
 ninja -C build
-./build/apps/dptwin simulate scenarios/paper-hal.yaml --out out/paper --trace out/paper/trace.json
+mkdir -p out/paper
+./build/apps/dptwin simulate scenarios/paper-hal.yaml --out out/paper --trace out/paper/trace-dps-4gpu.json --point 16
