@@ -6,6 +6,59 @@
 
 namespace dptwin::sim {
 
+std::vector<int> ring_order(const topology::Topology& topo, const std::vector<int>& ranks) {
+  std::vector<int> out;
+  bool single_node = true;
+  for (int r : ranks) single_node = single_node && topo.host_of(r) == topo.host_of(ranks.front());
+  // Nodes built from one template share their link matrix: solve each distinct matrix once.
+  std::vector<std::pair<std::vector<double>, std::vector<int>>> solved;  // (matrix, best positions)
+  size_t i = 0;
+  while (i < ranks.size()) {
+    size_t j = i;
+    while (j < ranks.size() && topo.host_of(ranks[j]) == topo.host_of(ranks[i])) ++j;
+    const int g = static_cast<int>(j - i);
+    if (g <= 2 || g > 8) {
+      out.insert(out.end(), ranks.begin() + i, ranks.begin() + j);
+      i = j;
+      continue;
+    }
+    std::vector<double> bw(g * g, 0.0);
+    for (int a = 0; a < g; ++a)
+      for (int b = 0; b < g; ++b)
+        if (a != b) bw[a * g + b] = topo.route_bandwidth(ranks[i + a], ranks[i + b]).value();
+    const std::vector<int>* best = nullptr;
+    for (const auto& [m, p] : solved)
+      if (m == bw) best = &p;
+    if (!best) {
+      std::vector<int> perm(g - 1), top;
+      for (int k = 0; k < g - 1; ++k) perm[k] = k + 1;
+      double best_min = -1, best_sum = -1;
+      do {
+        double mn = 1e300, sum = 0;
+        int prev = 0;
+        auto hop = [&](int a, int b) {
+          mn = std::min(mn, bw[a * g + b]);
+          sum += bw[a * g + b];
+        };
+        for (int r : perm) {
+          hop(prev, r);
+          prev = r;
+        }
+        if (single_node) hop(prev, 0);
+        if (mn > best_min * (1 + 1e-9) || (mn >= best_min * (1 - 1e-9) && sum > best_sum * (1 + 1e-9))) {
+          best_min = mn, best_sum = sum, top = perm;
+        }
+      } while (std::next_permutation(perm.begin(), perm.end()));
+      top.insert(top.begin(), 0);
+      solved.emplace_back(bw, top);
+      best = &solved.back().second;
+    }
+    for (int pos : *best) out.push_back(ranks[i + pos]);
+    i = j;
+  }
+  return out;
+}
+
 void compute_op_times(StepContext& ctx, double launch_factor) {
   ctx.launch_factor = launch_factor;
   DeviceProfile prof = *ctx.prof;
@@ -102,6 +155,9 @@ std::vector<TaskId> add_collective_on(StepContext& ctx, const std::vector<int>& 
   req.kind = kind;
   req.algorithm = alg;
   req.ranks = ranks;
+  const bool unrooted =
+      kind == CollectiveKind::AllReduce || kind == CollectiveKind::ReduceScatter || kind == CollectiveKind::AllGather;
+  if (unrooted && ranks == ctx.ranks && !ctx.ring_ranks.empty()) req.ranks = ctx.ring_ranks;
   req.bytes = Bytes(bytes);
   req.root = root;
   // NCCL runs one ring per channel, each rotated so that node crossings leave

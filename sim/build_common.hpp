@@ -39,6 +39,7 @@ struct StepContext {
   Executor* ex = nullptr;
   Simulation* sim = nullptr;
   std::vector<int> ranks;        // devices of the job, in rank order
+  std::vector<int> ring_ranks;   // the same devices in ring order (see ring_order)
   std::vector<int> sim_devices;  // slot -> device
   std::vector<CommRecord>* comm_records = nullptr;
   bool record_links = false;
@@ -50,6 +51,13 @@ struct StepContext {
   int slots() const { return static_cast<int>(sim_devices.size()); }
   int world() const { return static_cast<int>(ranks.size()); }
 };
+
+// The ranks reordered so that a ring follows each node's fastest links, as NCCL's
+// topology search does (on a DGX-1 hybrid cube-mesh, rank order 0..7 would cross
+// PCIe between GPU3 and GPU4). Within each node of at most 8 ranks, every order
+// starting at the node's first rank is scored by its slowest hop, then its total
+// bandwidth; the ring closes inside the node only for single-node jobs.
+std::vector<int> ring_order(const topology::Topology& topo, const std::vector<int>& ranks);
 
 // Fills forward_times/backward_times. `launch_factor` multiplies launch overheads
 // (DataParallel's replicas share one Python interpreter for dispatch).

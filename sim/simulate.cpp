@@ -193,6 +193,7 @@ PointResult simulate_point(const PointSpec& p) {
   ctx.topo = &topo;
   ctx.net = &net;
   for (int i = 0; i < n; ++i) ctx.ranks.push_back(i);
+  ctx.ring_ranks = ring_order(topo, ctx.ranks);
   ctx.sim_devices = choose_slots(p, n, p.profile);
   const bool dp = p.strategy == StrategyKind::Sps && n > 1 && sps_uses_data_parallel(ctx);
   compute_op_times(ctx, dp ? static_cast<double>(n) : 1.0);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "sim/build_common.hpp"
+#include "topology/cluster.hpp"
 #include "sim/simulate.hpp"
 #include "sim_test_util.hpp"
 
@@ -156,4 +157,24 @@ TEST_CASE("dps timeline shows backward compute overlapping bucket allreduces") {
   }
   CHECK(overlap);
   CHECK_FALSE(r.timeline->links.empty());
+}
+
+TEST_CASE("rings follow NVLink: DGX-1's hybrid cube-mesh is not crossed over PCIe") {
+  auto topo = topology::build_topology(topology::load_cluster_preset("dgx1-v100"), 8);
+  std::vector<int> ranks{0, 1, 2, 3, 4, 5, 6, 7};
+  auto ring = ring_order(topo, ranks);
+  REQUIRE(ring.size() == 8);
+  CHECK(ring.front() == 0);
+  // In rank order GPU3 -> GPU4 has no NVLink (the route crosses PCIe and the CPUs);
+  // the chosen ring uses only direct NVLink hops: each is faster than any PCIe path.
+  double slowest_ordered = 1e300, slowest_ring = 1e300;
+  for (int i = 0; i < 8; ++i) {
+    slowest_ordered = std::min(slowest_ordered, topo.route_bandwidth(ranks[i], ranks[(i + 1) % 8]).value());
+    slowest_ring = std::min(slowest_ring, topo.route_bandwidth(ring[i], ring[(i + 1) % 8]).value());
+  }
+  CHECK(slowest_ring > slowest_ordered);
+  CHECK(slowest_ring >= 20e9);  // at least one NVLink 2.0 brick (25 GB/s x efficiency)
+  std::vector<int> sorted = ring;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == ranks);
 }
