@@ -18,7 +18,7 @@ template <typename Args>
 struct OptionRow {
   const char* names;  // CLI11 names: "--format", "-f,--format", or "file" for a positional
   const char* help;
-  std::variant<std::string Args::*, int Args::*, bool Args::*> target;
+  std::variant<std::string Args::*, int Args::*, double Args::*, bool Args::*> target;
   std::vector<std::string> choices = {};  // allowed values (empty = any)
 };
 

@@ -2,10 +2,14 @@
 //
 //   dptwin simulate [FILE] [--format table|json|csv] [--out DIR] [--trace FILE] [--threads N] [--point K]
 //   dptwin list presets|models|strategies|devices|scenarios
+//   dptwin report [FILE] --out report.html [--profile P] [--validation V] [--token-budget T]
+//   dptwin sweep [FILE] [--threads N] [--out DIR] [--format csv|json]   (mpirun -np K dptwin sweep ...)
+//   dptwin plan [PLAN.yaml] --model M --tokens T [--days D] [--budget B] [--device-types ...] [--clusters ...]
 //   dptwin exec ... | dptwin prepare-data ...   (execution backend, exec/)
 //   dptwin --version
 //
-// Thin main: parsing, simulation and writing live in sim/. Exit codes: 0 ok,
+// Thin main: parsing, simulation and writing live in sim/ (report, sweep and
+// plan in report/, their option tables in apps/report_commands.cpp). Exit codes: 0 ok,
 // 2 bad input (InputError, bad flags), 1 any other failure.
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -15,6 +19,7 @@
 #include <iostream>
 
 #include "apps/cli_table.hpp"
+#include "apps/report_commands.hpp"
 #include "core/error.hpp"
 #include "exec/data_prep.hpp"
 #include "exec/launcher.hpp"
@@ -33,7 +38,6 @@ namespace dptwin::apps {
 namespace {
 
 namespace fs = std::filesystem;
-constexpr const char* kDefaultScenario = "paper-hal";
 
 // ------------------------------------------------------------------ simulate
 
@@ -63,24 +67,6 @@ const std::vector<OptionRow<SimulateArgs>>& simulate_table() {
       {"-q,--quiet", "print nothing on stdout (use with --out or --trace)", &SimulateArgs::quiet},
   };
   return t;
-}
-
-sim::Scenario load_any_scenario(const std::string& file) {
-  if (file.empty()) return sim::load_builtin_scenario(kDefaultScenario);
-  if (!fs::exists(file)) {
-    auto names = sim::builtin_scenario_names();
-    std::string stem = file.ends_with(".yaml") ? file.substr(0, file.size() - 5) : file;
-    if (std::find(names.begin(), names.end(), stem) != names.end()) return sim::load_builtin_scenario(stem);
-  }
-  return sim::load_scenario(file);
-}
-
-void write_file(const fs::path& path, const std::function<void(std::ostream&)>& writer) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path.string()));
-  writer(out);
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("error while writing '{}'", path.string()));
 }
 
 int run_simulate(const SimulateArgs& a) {
@@ -241,6 +227,18 @@ int main_impl(int argc, char** argv) {
   register_options(*list, largs, list_table());
   list->get_option("what")->required();
 
+  ReportArgs rargs;
+  CLI::App* report = app.add_subcommand("report", "write a self-contained HTML capacity-planning report (+ Markdown)");
+  register_options(*report, rargs, report_table());
+
+  SweepArgs wargs;
+  CLI::App* sweep = app.add_subcommand("sweep", "run a scenario grid on all cores (or MPI ranks); CSV/JSON results");
+  register_options(*sweep, wargs, sweep_table());
+
+  PlanArgs pargs;
+  CLI::App* plan = app.add_subcommand("plan", "find the fastest and the cheapest way to train a model on T tokens");
+  register_options(*plan, pargs, plan_table());
+
   for (const auto& d : delegated_commands()) app.add_subcommand(d.name, d.help);  // listed in --help; run above
 
   try {
@@ -258,6 +256,13 @@ int main_impl(int argc, char** argv) {
 
   if (simulate->parsed()) return run_simulate(sargs);
   if (list->parsed()) return run_list(largs);
+  if (report->parsed()) {
+    std::string command_line = "dptwin";
+    for (int i = 1; i < argc; ++i) command_line += std::string(" ") + argv[i];
+    return run_report(rargs, command_line);
+  }
+  if (sweep->parsed()) return run_sweep(wargs);
+  if (plan->parsed()) return run_plan(pargs);
   return kExitInputError;
 }
 

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -42,6 +43,14 @@ bool split_number_unit(const std::string& text, double& number, std::string& uni
   unit = trim(std::string_view(end));
   return true;
 }
+
+// Sanity limits on figures (far beyond any real hardware, low enough that every
+// derived time stays finite and inside the integer nanosecond clock).
+constexpr double kMaxBytes = 1e18;          // 1 EB
+constexpr double kMinBandwidth = 1e6;       // 1 MB/s
+constexpr double kMaxBandwidth = 1e15;      // 1 PB/s
+constexpr double kMinFlopRate = 1e6;        // 1 MFLOP/s
+constexpr double kMaxFlopRate = 1e18;       // 1 EFLOP/s
 
 struct UnitFactor {
   std::string_view unit;
@@ -108,6 +117,62 @@ double parse_with_units(const std::string& text, const UnitFactor (&table)[N], c
   return number * factor;
 }
 
+// Plain-text key of a mapping entry; complex keys ({a: 1}: x, [a, b]: x) are refused.
+std::string key_text(const YAML::Node& key, const std::string& file, const std::string& path) {
+  if (!key.IsScalar() && !key.IsNull())
+    throw InputError(mark_location(key.Mark(), file), path, "keys must be plain text, not a list or mapping");
+  return key.IsNull() ? std::string("null") : key.Scalar();
+}
+
+// Throws when a mapping gives the same key twice (YAML forbids it; yaml-cpp would keep the first silently).
+void check_unique_keys(const YAML::Node& map, const std::string& file, const std::string& path) {
+  std::vector<std::pair<std::string, YAML::Mark>> seen;
+  for (auto it = map.begin(); it != map.end(); ++it) {
+    std::string key = key_text(it->first, file, path);
+    for (const auto& [k, mark] : seen)
+      if (k == key)
+        throw InputError(mark_location(it->first.Mark(), file), join_path(path, key),
+                         fmt::format("duplicate key '{}' (first given at line {})", key, mark.line + 1));
+    seen.emplace_back(key, it->first.Mark());
+  }
+}
+
+// 1-based line where a second YAML document starts, or 0. YAML::Load reads the
+// first document only (and YAML::LoadAll can loop forever on some malformed
+// input in yaml-cpp 0.7), so markers are found by scanning: "---" at column 0
+// after the first document's content, or any content after a "..." end marker.
+// A marker at column 0 cannot occur inside a scalar, so the scan is exact.
+int second_document_line(const std::string& text) {
+  auto is_marker = [](std::string_view line, std::string_view m) {
+    return line.substr(0, 3) == m && (line.size() == 3 || line[3] == ' ' || line[3] == '\t' || line[3] == '\r');
+  };
+  bool content = false, ended = false;
+  int number = 0;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    std::string_view line(text.data() + pos, end - pos);
+    ++number;
+    pos = end + 1;
+    std::string t = trim(line);
+    if (t.empty() || t[0] == '#') continue;
+    if (is_marker(line, "---")) {
+      if (content || ended) return number;
+      content = trim(line.substr(3)).empty() ? content : true;  // "--- value" starts content
+      continue;
+    }
+    if (is_marker(line, "...")) {
+      ended = true;
+      continue;
+    }
+    if (!content && t[0] == '%') continue;  // directive
+    if (ended) return number;
+    content = true;
+  }
+  return 0;
+}
+
 }  // namespace
 
 YamlNode::YamlNode(YAML::Node node, std::shared_ptr<const std::string> file, std::string path)
@@ -135,8 +200,9 @@ void YamlNode::check_keys(std::initializer_list<std::string_view> allowed) const
 
 void YamlNode::check_keys(const std::vector<std::string>& allowed) const {
   if (!is_map()) fail("expected a mapping (key: value pairs)");
+  check_unique_keys(node_, *file_, path_);
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    std::string key = it->first.as<std::string>();
+    std::string key = key_text(it->first, *file_, path_);
     if (std::find(allowed.begin(), allowed.end(), key) != allowed.end()) continue;
     std::string hint = closest_match(key, allowed);
     std::string all;
@@ -170,9 +236,10 @@ std::optional<YamlNode> YamlNode::find(std::string_view key) const {
 
 std::vector<std::pair<std::string, YamlNode>> YamlNode::entries() const {
   if (!is_map()) fail("expected a mapping (key: value pairs)");
+  check_unique_keys(node_, *file_, path_);
   std::vector<std::pair<std::string, YamlNode>> out;
   for (auto it = node_.begin(); it != node_.end(); ++it) {
-    std::string key = it->first.as<std::string>();
+    std::string key = key_text(it->first, *file_, path_);
     out.emplace_back(key, child(it->second, join_path(path_, key)));
   }
   return out;
@@ -271,6 +338,7 @@ Bytes YamlNode::as_bytes() const {
   if (!is_scalar()) fail("expected a size such as '16 GiB'");
   double v = parse_with_units(node_.Scalar(), kByteUnits, "size", location(), path_);
   if (!(v > 0)) fail(fmt::format("size must be > 0, got '{}'", node_.Scalar()));
+  if (v > kMaxBytes) fail(fmt::format("size '{}' is absurdly large (limit 1e18 B = 1 EB)", node_.Scalar()));
   return Bytes(v);
 }
 
@@ -278,6 +346,9 @@ Bandwidth YamlNode::as_bandwidth() const {
   if (!is_scalar()) fail("expected a bandwidth such as '100 Gb/s'");
   double v = parse_with_units(node_.Scalar(), kRateUnits, "bandwidth", location(), path_);
   if (!(v > 0)) fail(fmt::format("bandwidth must be > 0, got '{}'", node_.Scalar()));
+  if (v < kMinBandwidth || v > kMaxBandwidth)
+    fail(fmt::format("bandwidth '{}' is outside the supported range 1 MB/s to 1 PB/s (1e6 to 1e15 B/s)",
+                     node_.Scalar()));
   return Bandwidth(v);
 }
 
@@ -293,11 +364,16 @@ FlopRate YamlNode::as_flop_rate() const {
   if (!is_scalar()) fail("expected a FLOP rate such as '125 TFLOP/s'");
   double v = parse_with_units(node_.Scalar(), kFlopUnits, "FLOP rate", location(), path_);
   if (!(v > 0)) fail(fmt::format("FLOP rate must be > 0, got '{}'", node_.Scalar()));
+  if (v < kMinFlopRate || v > kMaxFlopRate)
+    fail(fmt::format("FLOP rate '{}' is outside the supported range 1 MFLOP/s to 1 EFLOP/s (1e6 to 1e18 FLOP/s)",
+                     node_.Scalar()));
   return FlopRate(v);
 }
 
 YamlNode load_yaml_string(const std::string& text, const std::string& name) {
   auto file = std::make_shared<const std::string>(name);
+  if (int line = second_document_line(text); line > 0)
+    throw InputError({name, line, 1}, "", "a file holds one YAML document; found a second one (remove the '---' separator)");
   try {
     return YamlNode(YAML::Load(text), file, "");
   } catch (const YAML::Exception& e) {
@@ -306,6 +382,13 @@ YamlNode load_yaml_string(const std::string& text, const std::string& name) {
 }
 
 YamlNode load_yaml_file(const std::string& path) {
+  // Only regular files of sane size: a path such as /dev/zero or a FIFO would never end.
+  constexpr std::uintmax_t kMaxFileBytes = 64ull << 20;  // 64 MiB
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    throw InputError({path, 0, 0}, "", "not a regular file");
+  if (auto size = std::filesystem::file_size(path, ec); !ec && size > kMaxFileBytes)
+    throw InputError({path, 0, 0}, "", fmt::format("file is {} bytes; YAML inputs are limited to 64 MiB", size));
   std::ifstream in(path);
   if (!in) throw InputError({path, 0, 0}, "", "cannot open file");
   std::stringstream ss;
@@ -320,7 +403,10 @@ Bandwidth parse_bandwidth(const std::string& text, const std::string& what) {
   return Bandwidth(parse_with_units(text, kRateUnits, "bandwidth", {}, what));
 }
 Time parse_time(const std::string& text, const std::string& what) {
-  return Time::from_seconds(parse_with_units(text, kTimeUnits, "duration", {}, what));
+  double v = parse_with_units(text, kTimeUnits, "duration", {}, what);
+  if (v < 0) throw InputError({}, what, fmt::format("duration must be >= 0, got '{}'", text));
+  if (v > 1e6) throw InputError({}, what, fmt::format("duration '{}' is absurdly long (limit 1e6 s)", text));
+  return Time::from_seconds(v);
 }
 
 std::string closest_match(std::string_view word, const std::vector<std::string>& candidates) {

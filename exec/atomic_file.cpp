@@ -25,7 +25,8 @@ std::string dirname_of(const std::string& path) {
 
 }  // namespace
 
-void write_file_atomically(const std::string& path, std::string_view bytes) {
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::function<void()>& before_rename) {
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) fail("cannot create", tmp);
@@ -46,6 +47,7 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
     fail("cannot fsync", tmp);
   }
   ::close(fd);
+  if (before_rename) before_rename();
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     ::unlink(tmp.c_str());
     fail("cannot rename temporary file onto", path);

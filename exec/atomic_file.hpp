@@ -9,12 +9,16 @@
 // Torch-free. Thread-safety: concurrent calls for different paths are safe.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 
 namespace dptwin::exec {
 
-void write_file_atomically(const std::string& path, std::string_view bytes);
+// `before_rename` (tests: fault injection) runs after the temp file is durable
+// and before it replaces `path`.
+void write_file_atomically(const std::string& path, std::string_view bytes,
+                           const std::function<void()>& before_rename = {});
 std::string read_file(const std::string& path);  // throws std::runtime_error when unreadable
 bool file_exists(const std::string& path);
 void make_directories(const std::string& path);  // mkdir -p; throws on failure

@@ -18,6 +18,12 @@ torch::Tensor bytes_of(const std::string& s) {
   std::memcpy(t.data_ptr(), s.data(), s.size());
   return t;
 }
+// A fresh tensor per read: InputArchive::read into a defined tensor would set_() it.
+torch::Tensor read_tensor(torch::serialize::InputArchive& ar, const std::string& key) {
+  torch::Tensor t;
+  ar.read(key, t);
+  return t;
+}
 std::string string_of(const torch::Tensor& t) {
   return std::string(static_cast<const char*>(t.data_ptr()), static_cast<size_t>(t.numel()));
 }
@@ -28,7 +34,7 @@ std::string checkpoint_path(const std::string& dir) { return dir + "/checkpoint.
 
 void save_checkpoint(const std::string& dir, const std::vector<std::string>& names,
                      const std::vector<torch::Tensor>& params, torch::optim::Optimizer* optimizer,
-                     const CheckpointMeta& meta) {
+                     const CheckpointMeta& meta, const std::function<void()>& before_commit) {
   torch::NoGradGuard no_grad;
   torch::serialize::OutputArchive root, model, optim;
   for (size_t i = 0; i < params.size(); ++i) model.write(names[i], params[i].detach().to(torch::kFloat32).cpu());
@@ -48,7 +54,7 @@ void save_checkpoint(const std::string& dir, const std::vector<std::string>& nam
   std::ostringstream out;
   root.save_to(out);
   make_directories(dir);
-  write_file_atomically(checkpoint_path(dir), out.str());
+  write_file_atomically(checkpoint_path(dir), out.str(), before_commit);
 }
 
 std::optional<CheckpointMeta> load_checkpoint(const std::string& dir, const std::vector<std::string>& names,
@@ -62,40 +68,32 @@ std::optional<CheckpointMeta> load_checkpoint(const std::string& dir, const std:
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("checkpoint '{}' is unreadable: {}", path, e.what()));
   }
-  torch::Tensor t;
   CheckpointMeta meta;
-  root.read("fingerprint", t);
-  meta.fingerprint = string_of(t);
+  meta.fingerprint = string_of(read_tensor(root, "fingerprint"));
   if (meta.fingerprint != fingerprint)
     throw std::runtime_error(fmt::format("checkpoint '{}' was written by a different run configuration:\n  checkpoint: {}\n  this run:   {}",
                                          path, meta.fingerprint, fingerprint));
   root.read("model", model);
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params.size(); ++i) {
-    model.read(names[i], t);
+    const auto t = read_tensor(model, names[i]);
     if (!t.sizes().equals(params[i].sizes()))
       throw std::runtime_error(fmt::format("checkpoint '{}': parameter {} has the wrong shape", path, names[i]));
     params[i].copy_(t);
   }
-  root.read("has_optimizer", t);
   if (optimizer) {
-    if (t.item<int64_t>() == 0) throw std::runtime_error(fmt::format("checkpoint '{}' holds no optimizer state", path));
+    if (read_tensor(root, "has_optimizer").item<int64_t>() == 0)
+      throw std::runtime_error(fmt::format("checkpoint '{}' holds no optimizer state", path));
     root.read("optimizer", optim);
     optimizer->load(optim);
   }
-  root.read("next_step", t);
-  meta.next_step = t.item<int64_t>();
-  root.read("sampler_epoch", t);
-  meta.sampler.epoch = t.item<int64_t>();
-  root.read("sampler_offset", t);
-  meta.sampler.offset = t.item<int64_t>();
-  root.read("scaler_scale", t);
-  meta.scaler.scale = t.item<double>();
-  root.read("scaler_good_steps", t);
-  meta.scaler.good_steps = static_cast<int>(t.item<int64_t>());
-  root.read("cpu_rng", t);
+  meta.next_step = read_tensor(root, "next_step").item<int64_t>();
+  meta.sampler.epoch = read_tensor(root, "sampler_epoch").item<int64_t>();
+  meta.sampler.offset = read_tensor(root, "sampler_offset").item<int64_t>();
+  meta.scaler.scale = read_tensor(root, "scaler_scale").item<double>();
+  meta.scaler.good_steps = static_cast<int>(read_tensor(root, "scaler_good_steps").item<int64_t>());
   auto gen = at::detail::getDefaultCPUGenerator();
-  gen.set_state(t);
+  gen.set_state(read_tensor(root, "cpu_rng"));
   return meta;
 }
 

@@ -33,9 +33,10 @@ struct CheckpointMeta {
 std::string checkpoint_path(const std::string& dir);
 
 // REQUIRES: names.size() == params.size(). optimizer may be null.
+// `before_commit` (fault injection) runs when the new file is written but not yet in place.
 void save_checkpoint(const std::string& dir, const std::vector<std::string>& names,
                      const std::vector<torch::Tensor>& params, torch::optim::Optimizer* optimizer,
-                     const CheckpointMeta& meta);
+                     const CheckpointMeta& meta, const std::function<void()>& before_commit = {});
 
 // Returns nullopt when there is no checkpoint. Throws std::runtime_error when
 // the file is unreadable or was written by a different configuration

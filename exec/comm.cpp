@@ -1,6 +1,7 @@
 // exec/comm.cpp — Work, the recording wrapper of Communicator, helpers.
 #include "exec/comm.hpp"
 
+#include <ATen/ATen.h>
 #include <fmt/format.h>
 
 namespace dptwin::exec {
@@ -129,6 +130,34 @@ WorkPtr Communicator::barrier() {
 void wait_all(const std::vector<WorkPtr>& works, std::chrono::duration<double> timeout) {
   for (const auto& w : works)
     if (w) w->wait(timeout);
+}
+
+void ring_allreduce(Communicator& comm, at::Tensor t, int tag_base) {
+  const int n = comm.size(), r = comm.rank();
+  if (n == 1) return;
+  auto flat = t.view({-1});
+  const int64_t total = flat.numel();
+  auto chunk = [&](int k) {
+    k = ((k % n) + n) % n;
+    const int64_t lo = total * k / n, hi = total * (k + 1) / n;
+    return flat.narrow(0, lo, hi - lo);
+  };
+  const int right = (r + 1) % n, left = (r + n - 1) % n;
+  const auto timeout = comm.timeout();
+  for (int s = 0; s < n - 1; ++s) {  // reduce-scatter: rank r ends holding chunk r + 1 reduced
+    auto out = chunk(r - s);
+    auto into = chunk(r - s - 1);
+    auto tmp = at::empty_like(into);
+    auto sw = comm.send(out, right, tag_base + s);
+    comm.recv(tmp, left, tag_base + s)->wait(timeout);
+    sw->wait(timeout);
+    into.add_(tmp);
+  }
+  for (int s = 0; s < n - 1; ++s) {  // allgather of the reduced chunks
+    auto sw = comm.send(chunk(r + 1 - s), right, tag_base + n + s);
+    comm.recv(chunk(r - s), left, tag_base + n + s)->wait(timeout);
+    sw->wait(timeout);
+  }
 }
 
 const char* to_string(ReduceOp op) {

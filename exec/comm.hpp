@@ -143,6 +143,13 @@ class Communicator {
   std::string next_label_;
 };
 
+// Ring allreduce (sum, in place) built only from send/recv: a reduce-scatter
+// then an allgather over size() chunks, 2(n-1) steps in which every rank sends
+// one chunk to its right neighbour and receives one from its left (each rank
+// moves 2(n-1)/n of the buffer). Blocking, each step bounded by the timeout.
+// Tags tag_base .. tag_base + 2n are used. REQUIRES contiguous t.
+void ring_allreduce(Communicator& comm, at::Tensor t, int tag_base = 1000);
+
 // Waits for all, in order, each with the communicator's timeout.
 void wait_all(const std::vector<WorkPtr>& works, std::chrono::duration<double> timeout);
 

@@ -2,7 +2,8 @@
 //
 // MPI is initialized once per process with MPI_THREAD_MULTIPLE (each
 // communicator, including split() ones, runs its blocking MPI calls on its own
-// OpQueue thread, so several threads call MPI concurrently). Errors return
+// OpQueue thread — sends on a second one — so several threads call MPI
+// concurrently). Errors return
 // codes (MPI_ERRORS_RETURN) and become CommError. bf16 and fp16 travel as
 // 16-bit words with user-defined reduction operators that add in fp32.
 // OMPI_MCA_mpi_yield_when_idle=1 is set (unless the user set it) so that a
@@ -161,7 +162,10 @@ class MpiCommunicator final : public Communicator {
     });
   }
   WorkPtr do_send(at::Tensor& t, int dst, int tag) override {
-    return run("send", [=, this] { return MPI_Send(t.data_ptr(), count_of(t), mpi_type(t), dst, tag, h_.comm); });
+    // Sends run on their own thread so that a send and the matching receive of a
+    // ring step proceed together (MPI keeps per-peer, per-tag order).
+    return run("send", [=, this] { return MPI_Send(t.data_ptr(), count_of(t), mpi_type(t), dst, tag, h_.comm); },
+               send_queue_);
   }
   WorkPtr do_recv(at::Tensor& t, int src, int tag) override {
     return run("recv", [=, this] {
@@ -175,8 +179,13 @@ class MpiCommunicator final : public Communicator {
  private:
   template <typename F>
   WorkPtr run(const char* kind, F&& call) {
+    return run(kind, std::forward<F>(call), queue_);
+  }
+
+  template <typename F>
+  WorkPtr run(const char* kind, F&& call, OpQueue& queue) {
     auto w = std::make_shared<Work>(fmt::format("MPI {} on rank {}", kind, rank_));
-    queue_.submit([this, w, call = std::forward<F>(call)]() mutable {
+    queue.submit([this, w, call = std::forward<F>(call)]() mutable {
       w->mark_started(now_ns());
       std::exception_ptr err;
       try {
@@ -192,7 +201,8 @@ class MpiCommunicator final : public Communicator {
 
   CommHandle h_;
   int rank_ = 0, size_ = 1;
-  OpQueue queue_;  // last: stops before h_ frees the communicator
+  OpQueue queue_;       // collectives and receives, in issue order
+  OpQueue send_queue_;  // last two: stop before h_ frees the communicator
 };
 
 }  // namespace

@@ -58,6 +58,8 @@ const std::vector<OptionRow>& exec_option_table() {
       {"--hvd-cache", "horovod: response cache (bit-vector negotiation)", &O::hvd_cache, {}},
       {"--double-step", "horovod+amp: second optimizer step per iteration, as the paper's code", &O::double_step,
        {}},
+      {"--hvd-ring", "horovod: allreduce with dptwin's own ring over send/recv instead of the backend's",
+       &O::hvd_ring, {}},
       {"--out", "result JSON written by rank 0", &O::out, {}},
       {"--trace", "merged Chrome trace written by rank 0", &O::trace, {}},
       {"--comm-timeout-s", "a collective not finished after this many seconds is an error", &O::comm_timeout_s,
@@ -72,7 +74,8 @@ const std::vector<OptionRow>& exec_option_table() {
       {"--worker", "launcher: path of the dptwin-exec worker", &O::worker, {}},
       {"--store", "gloo rendezvous: file:PATH or tcp:HOST:PORT", &O::store, {}},
       {"--launch-timeout-s", "launcher: kill all ranks after this many seconds", &O::launch_timeout_s, {}},
-      {"--fault", "fault injection (tests): kill:RANK:STEP | stall:RANK:STEP | nan:STEP", &O::fault, {}},
+      {"--fault", "fault injection (tests): kill:RANK:STEP | stall:RANK:STEP | exit:RANK:STEP | nan:STEP | ckptkill:STEP",
+       &O::fault, {}},
   };
   return table;
 }
@@ -149,15 +152,29 @@ void validate_exec_options(const ExecOptions& o) {
        fmt::format("{} exceeds n_positions {} of model '{}'", o.seq_len, cfg.n_positions, o.model));
   need(!o.double_step || strategy_kind(o) == StrategyKind::Horovod, "--double-step",
        "only meaningful for horovod strategies");
+  need(!o.hvd_ring || strategy_kind(o) == StrategyKind::Horovod, "--hvd-ring", "only meaningful for horovod strategies");
   const std::string amp = resolved_amp(o);
   need(!(amp != "none" && o.precision == "fp16" && o.backend != "nccl"), "--precision",
        "fp16 with loss scaling needs CUDA (backend nccl); use bf16 on CPU");
   need(!(o.precision == "fp16" && amp == "none"), "--precision", "fp16 needs --amp o1 or o2");
   need(o.backend != "nccl" || o.strategy != "single", "--backend", "single runs without a backend");
   if (!o.fault.empty()) {
-    const bool ok = o.fault.rfind("kill:", 0) == 0 || o.fault.rfind("stall:", 0) == 0 ||
-                    o.fault.rfind("nan:", 0) == 0 || o.fault.rfind("exit:", 0) == 0;
-    need(ok, "--fault", "expected kill:RANK:STEP, stall:RANK:STEP, exit:RANK:STEP or nan:STEP");
+    // kind:RANK:STEP or kind:STEP with integers
+    const auto colon = o.fault.find(':');
+    const std::string kind = o.fault.substr(0, colon);
+    const bool two = kind == "kill" || kind == "stall" || kind == "exit";
+    const bool one = kind == "nan" || kind == "ckptkill";
+    bool ok = colon != std::string::npos && (one || two);
+    if (ok) {
+      const std::string rest = o.fault.substr(colon + 1);
+      const auto c2 = rest.find(':');
+      auto is_int = [](const std::string& x) {
+        return !x.empty() && x.find_first_not_of("0123456789") == std::string::npos;
+      };
+      ok = two ? (c2 != std::string::npos && is_int(rest.substr(0, c2)) && is_int(rest.substr(c2 + 1)))
+               : is_int(rest);
+    }
+    need(ok, "--fault", "expected kill:RANK:STEP, stall:RANK:STEP, exit:RANK:STEP, nan:STEP or ckptkill:STEP");
   }
 }
 

@@ -59,6 +59,7 @@ struct ExecOptions {
   double cycle_time_ms = 1.0;        // horovod: background loop cycle
   bool hvd_cache = true;             // horovod: response cache (bit-vector negotiation after first step)
   bool double_step = false;          // horovod+amp: the paper's second optimizer.step() per iteration
+  bool hvd_ring = false;             // horovod: allreduce with dptwin's own ring over send/recv
 
   // --- output, robustness
   std::string out;                   // result JSON (rank 0); empty: none
@@ -73,7 +74,8 @@ struct ExecOptions {
   std::string worker;                // launcher: path of dptwin-exec (default: next to the caller)
   std::string store;                 // gloo rendezvous: file:PATH or tcp:HOST:PORT (default from env/launcher)
   double launch_timeout_s = 600;     // launcher: kill the job after this long
-  std::string fault;                 // fault injection for tests: e.g. "kill:RANK:STEP", "stall:RANK:STEP", "nan:STEP"
+  std::string fault;                 // fault injection for tests: kill:RANK:STEP, stall:RANK:STEP, exit:RANK:STEP,
+                                     // nan:STEP, ckptkill:STEP (rank 0 dies inside the checkpoint write after STEP)
 };
 
 // One row of the declarative option table. `field` points into ExecOptions.

@@ -13,6 +13,8 @@
 //  * Ready tensors are packed, in response order, into a fusion buffer of up to
 //    fusion_threshold_mb, allreduced (sum), copied back and divided by the
 //    world size (Horovod's Average). A tensor alone in its group is reduced in place.
+//    The allreduce is the backend's, or (--hvd-ring) dptwin's own ring over
+//    send/recv (ring_allreduce in comm.hpp).
 //  * synchronize_gradients() waits until every gradient has been reduced
 //    (recorded as "wait"). resynchronize_gradients() (the paper's second
 //    optimizer.step()) requests every tensor again.
@@ -172,7 +174,6 @@ class HorovodStrategy final : public Strategy {
   void reduce_fused(const std::vector<size_t>& ready) {
     torch::NoGradGuard no_grad;
     const double inv = 1.0 / comm_.size();
-    const auto timeout = comm_.timeout();
     size_t k = 0;
     while (k < ready.size()) {
       // Next group: same dtype, up to the fusion threshold.
@@ -189,8 +190,7 @@ class HorovodStrategy final : public Strategy {
       k = j;
       if (group.size() == 1) {
         auto g = params_[group[0]].grad();
-        hvd_comm_->label_next("hvd.allreduce");
-        hvd_comm_->allreduce(g)->wait(timeout);
+        allreduce(g, "hvd.allreduce");
         g.mul_(inv);
         continue;
       }
@@ -205,8 +205,7 @@ class HorovodStrategy final : public Strategy {
         off += n;
       }
       auto flat = fusion_.narrow(0, 0, off);
-      hvd_comm_->label_next("hvd.allreduce.fused");
-      hvd_comm_->allreduce(flat)->wait(timeout);
+      allreduce(flat, "hvd.allreduce.fused");
       off = 0;
       for (size_t i : group) {
         const auto n = params_[i].numel();
@@ -214,6 +213,16 @@ class HorovodStrategy final : public Strategy {
         off += n;
       }
     }
+  }
+
+  // Sum over ranks: the backend's allreduce, or dptwin's ring over send/recv (--hvd-ring).
+  void allreduce(torch::Tensor& t, const char* label) {
+    if (opts_.hvd_ring) {
+      ring_allreduce(*hvd_comm_, t);
+      return;
+    }
+    hvd_comm_->label_next(label);
+    hvd_comm_->allreduce(t)->wait(comm_.timeout());
   }
 
   Communicator& comm_;

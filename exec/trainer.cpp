@@ -33,7 +33,7 @@ Fault parse_fault(const std::string& spec) {
   f.kind = spec.substr(0, a);
   const std::string rest = spec.substr(a + 1);
   const auto b = rest.find(':');
-  if (f.kind == "nan") {
+  if (f.kind == "nan" || f.kind == "ckptkill") {
     f.step = std::stoi(rest);
   } else {
     f.rank = std::stoi(rest.substr(0, b));
@@ -43,7 +43,7 @@ Fault parse_fault(const std::string& spec) {
 }
 
 void trigger_fault(const Fault& f, int rank, int step) {
-  if (f.kind.empty() || f.kind == "nan" || f.rank != rank || f.step != step) return;
+  if (f.kind.empty() || f.kind == "nan" || f.kind == "ckptkill" || f.rank != rank || f.step != step) return;
   std::fprintf(stderr, "dptwin-exec rank %d: injected fault '%s' at step %d\n", rank, f.kind.c_str(), step);
   std::fflush(stderr);
   if (f.kind == "kill") ::raise(SIGKILL);
@@ -286,7 +286,14 @@ class Trainer {
       meta.sampler = sampler_->position();
       if (scaler_) meta.scaler = scaler_->state();
       meta.fingerprint = fingerprint(o_, world_);
-      save_checkpoint(o_.checkpoint_dir, names_, opt_params_, optimizer_.get(), meta);
+      std::function<void()> hook;
+      if (fault_.kind == "ckptkill" && fault_.step == next_step - 1)
+        hook = [] {
+          std::fprintf(stderr, "dptwin-exec rank 0: injected fault: killed inside the checkpoint write\n");
+          std::fflush(stderr);
+          ::raise(SIGKILL);
+        };
+      save_checkpoint(o_.checkpoint_dir, names_, opt_params_, optimizer_.get(), meta, hook);
     }
     if (comm_) comm_->barrier()->wait(comm_->timeout());  // nobody moves on before it is complete
   }

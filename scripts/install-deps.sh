@@ -6,8 +6,9 @@ set -euo pipefail
 PACKAGES=(
   build-essential meson ninja-build pkg-config python3
   libyaml-cpp-dev libfmt-dev libboost-graph-dev doctest-dev nlohmann-json3-dev libcli11-dev
-  libopenmpi-dev openmpi-bin
-  libtorch-dev libopenblas0-pthread python3-torch
+  libopenmpi-dev openmpi-bin chromium
+  libtorch-dev libgloo-dev libopenblas0-pthread python3-torch iproute2
+  clang-14 libclang-rt-14-dev llvm-14
 )
 
 missing=()

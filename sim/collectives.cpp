@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 
@@ -574,6 +575,56 @@ NetworkModel::NetworkModel(const Topology& topo, NetworkOptions opts) : topo_(to
   if (local_rate_ <= 0) local_rate_ = 1e12;
 }
 
+const CommRegime* find_comm_regime(const std::vector<CommCalibration>& tables, const CollectiveRequest& req,
+                                   int* table_index, int* regime_index) {
+  const std::string kind = to_string(req.kind);
+  const int n = static_cast<int>(req.ranks.size());
+  int best = -1;
+  auto better = [&](int i) {
+    if (best < 0) return true;
+    const auto& a = tables[i];
+    const auto& b = tables[best];
+    const bool ka = a.collective == kind, kb = b.collective == kind;
+    if (ka != kb) return ka;  // a table of the request's kind beats a generic one
+    const int da = a.ranks == 0 ? 1 << 20 : std::abs(a.ranks - n), db = b.ranks == 0 ? 1 << 20 : std::abs(b.ranks - n);
+    return da < db || (da == db && a.ranks < b.ranks);
+  };
+  for (int i = 0; i < static_cast<int>(tables.size()); ++i) {
+    const auto& t = tables[i];
+    if (t.regimes.empty() || (!t.collective.empty() && t.collective != kind)) continue;
+    if (better(i)) best = i;
+  }
+  if (best < 0) return nullptr;
+  const auto& regs = tables[best].regimes;
+  int r = static_cast<int>(regs.size()) - 1;
+  for (int i = 0; i < static_cast<int>(regs.size()); ++i)
+    if (regs[i].up_to <= 0 || req.bytes.value() <= regs[i].up_to) {
+      r = i;
+      break;
+    }
+  if (table_index) *table_index = best;
+  if (regime_index) *regime_index = r;
+  return &regs[r];
+}
+
+const std::vector<double>& NetworkModel::capacities_for(const CollectiveRequest& req, Time& alpha,
+                                                        std::string& key_suffix) const {
+  alpha = Time::zero();
+  int ti = -1, ri = -1;
+  const CommRegime* reg = find_comm_regime(opts_.calibration, req, &ti, &ri);
+  if (!reg) return capacity_;
+  alpha = reg->alpha;
+  const int64_t id = (static_cast<int64_t>(ti) << 32) | ri;
+  append(key_suffix, static_cast<uint64_t>(id) + 1);
+  auto it = regime_capacity_.find(id);
+  if (it != regime_capacity_.end()) return it->second;
+  std::vector<double> cap = capacity_;
+  const std::string& kind = opts_.calibration[ti].link_kind;
+  for (int l = 0; l < topo_.num_links(); ++l)
+    if (kind.empty() || topology::to_string(topo_.link(l).kind) == kind) cap[l] *= reg->bandwidth_factor;
+  return regime_capacity_.emplace(id, std::move(cap)).first->second;
+}
+
 const CollectiveCost& NetworkModel::cost(const CollectiveRequest& req) {
   // Key: kind, algorithm, root, bytes (exact bits), rank count, first/last rank, rank-list hash.
   std::string key;
@@ -611,11 +662,14 @@ std::vector<std::pair<int, double>> sparse(const std::vector<double>& dense) {
 CollectiveCost NetworkModel::solve_flow(const CollectiveRequest& req) {
   CollectiveCost c;
   std::vector<double> link_acc(capacity_.size(), 0.0);
+  Time regime_alpha;
+  std::string regime_key;
+  const std::vector<double>& capacity = capacities_for(req, regime_alpha, regime_key);
   for (const Phase& p : decompose(req, topo_)) {
     if (p.flows.empty() || p.repeat <= 0) continue;
     const double max_bytes = phase_max_bytes(p);
     const double scale = max_bytes > 0 ? max_bytes : 1.0;
-    const std::string key = phase_key(p, max_bytes);
+    const std::string key = phase_key(p, max_bytes) + regime_key;
     auto it = phase_cache_.find(key);
     if (it == phase_cache_.end()) {
       // Copy routes so the flows do not depend on the topology cache's storage.
@@ -631,7 +685,7 @@ CollectiveCost NetworkModel::solve_flow(const CollectiveRequest& req) {
       }
       std::vector<double> lb;
       PhaseSolution sol;
-      sol.seconds_per_byte = transfer_seconds(flows, capacity_, local_rate_, &lb);
+      sol.seconds_per_byte = transfer_seconds(flows, capacity, local_rate_, &lb);
       sol.latency = lat;
       sol.link_bytes_per_byte = sparse(lb);
       ++phase_solves_;
@@ -639,7 +693,7 @@ CollectiveCost NetworkModel::solve_flow(const CollectiveRequest& req) {
       it = phase_cache_.emplace(key, std::move(sol)).first;
     }
     const PhaseSolution& sol = it->second;
-    const Time step_latency = sol.latency + opts_.per_step_overhead;
+    const Time step_latency = sol.latency + opts_.per_step_overhead + regime_alpha;
     const Time step = step_latency + Time::from_seconds(sol.seconds_per_byte * scale);
     c.duration += step * p.repeat;
     c.latency_part += step_latency * p.repeat;
@@ -649,7 +703,7 @@ CollectiveCost NetworkModel::solve_flow(const CollectiveRequest& req) {
   return c;
 }
 
-AlphaBeta NetworkModel::phase_alpha_beta(const Phase& p) const {
+AlphaBeta NetworkModel::phase_alpha_beta(const Phase& p, const std::vector<double>& capacity, Time extra_alpha) const {
   // Static share: each link's effective bandwidth divided by the phase's flows crossing it.
   std::unordered_map<int, int> count;
   Time lat = Time::zero();
@@ -662,8 +716,8 @@ AlphaBeta NetworkModel::phase_alpha_beta(const Phase& p) const {
     lat = max(lat, l);
   }
   double bw = local_rate_;
-  for (const auto& [id, k] : count) bw = std::min(bw, capacity_[id] / k);
-  return {lat + opts_.per_step_overhead, bw};
+  for (const auto& [id, k] : count) bw = std::min(bw, capacity[id] / k);
+  return {lat + opts_.per_step_overhead + extra_alpha, bw};
 }
 
 Time NetworkModel::analytic_time(const CollectiveRequest& req) const {
@@ -671,6 +725,10 @@ Time NetworkModel::analytic_time(const CollectiveRequest& req) const {
   if (phases.empty()) return Time::zero();
   const Algorithm a = resolve_algorithm(req, topo_);
   const int n = static_cast<int>(req.ranks.size());
+  Time ra;
+  std::string unused_key;
+  const std::vector<double>& cap = capacities_for(req, ra, unused_key);
+  auto phase_alpha_beta = [&](const Phase& p) { return this->phase_alpha_beta(p, cap, ra); };
   if (req.kind == CollectiveKind::AllReduce) {
     switch (a) {
       case Algorithm::Ring:
@@ -707,8 +765,11 @@ CollectiveCost NetworkModel::solve_analytic(const CollectiveRequest& req) const 
   CollectiveCost c;
   c.duration = analytic_time(req);
   std::vector<double> link_acc(capacity_.size(), 0.0);
+  Time ra;
+  std::string unused_key;
+  const std::vector<double>& cap = capacities_for(req, ra, unused_key);
   for (const Phase& p : decompose(req, topo_)) {
-    c.latency_part += phase_alpha_beta(p).alpha * p.repeat;
+    c.latency_part += phase_alpha_beta(p, cap, ra).alpha * p.repeat;
     add_link_bytes(p, link_acc);
   }
   c.link_bytes = sparse(link_acc);

@@ -122,8 +122,36 @@ Time hierarchical_allreduce_time(const AlphaBeta& intra, const AlphaBeta& inter,
 // the per-flow share at the root: B_root/(n-1), so time ≈ 2·(n-1)·S/B_root.
 Time parameter_server_time(const AlphaBeta& gather, const AlphaBeta& bcast, Bytes s);
 
+// Calibrated software cost of collectives (the `network:` section of a profile
+// YAML, fitted by `dptwin calibrate` from microbenchmarks). A collective whose
+// kind and rank count match a table, with a buffer of S bytes, falls into the
+// first regime with S <= up_to; then every algorithm step costs `alpha` more and
+// the links of `link_kind` carry `bandwidth_factor` x their effective bandwidth.
+// Regimes capture size-dependent behaviour (eager vs rendezvous protocols, cache
+// vs DRAM copies, algorithm switches inside MPI/Gloo) that one alpha-beta pair
+// averages away. Time of a matched collective, per phase and repeat:
+//   route latency + per_step_overhead + alpha + bytes / (bandwidth_factor x B_eff).
+struct CommRegime {
+  double up_to = 0;              // bytes of the collective's buffer; 0 = no upper bound
+  Time alpha;                    // added per algorithm step (phase repeat)
+  double bandwidth_factor = 1;   // multiplies matched links' effective bandwidth; > 0
+};
+struct CommCalibration {
+  std::string link_kind;         // topology::to_string(LinkKind) of the scaled links; "" = every link
+  std::string collective;        // to_string(CollectiveKind) it applies to; "" = every kind
+  int ranks = 0;                 // rank count it was measured at (0 = any); the nearest table wins
+  std::vector<CommRegime> regimes;  // ascending up_to; the last one should have up_to = 0
+};
+// The table and regime applying to `req` (nullptr when none): among tables of
+// the request's kind (else of every kind), the one whose `ranks` is nearest
+// the request's rank count (ties: the smaller); in it the first regime whose
+// up_to >= bytes (or is 0), else the last.
+const CommRegime* find_comm_regime(const std::vector<CommCalibration>& tables, const CollectiveRequest& req,
+                                   int* table_index = nullptr, int* regime_index = nullptr);
+
 struct NetworkOptions {
   NetworkMode mode = NetworkMode::Flow;
+  std::vector<CommCalibration> calibration;  // calibrated regimes (empty: datasheet links only)
   Time per_step_overhead = Time::us(0);  // fixed software cost per algorithm step (NCCL kernel step, MPI progress)
   double local_copy_bandwidth = 0;       // bytes/s for src == dst flows; 0 = device memory bandwidth
 };
@@ -159,7 +187,11 @@ class NetworkModel {
   };
   CollectiveCost solve_flow(const CollectiveRequest& req);
   CollectiveCost solve_analytic(const CollectiveRequest& req) const;
-  AlphaBeta phase_alpha_beta(const Phase& p) const;
+  AlphaBeta phase_alpha_beta(const Phase& p, const std::vector<double>& capacity, Time extra_alpha) const;
+  AlphaBeta phase_alpha_beta(const Phase& p) const { return phase_alpha_beta(p, capacity_, Time::zero()); }
+  // Link capacities under the regime applying to `req` (capacity_ when none), and its alpha.
+  const std::vector<double>& capacities_for(const CollectiveRequest& req, Time& alpha, std::string& key_suffix) const;
+  mutable std::unordered_map<int64_t, std::vector<double>> regime_capacity_;
   void add_link_bytes(const Phase& p, std::vector<double>& acc) const;
   double local_rate_ = 0;
   std::unordered_map<std::string, PhaseSolution> phase_cache_;

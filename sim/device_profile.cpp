@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 namespace dptwin::sim {
 
 DeviceProfile default_profile(const topology::DeviceSpec& spec) {
@@ -21,31 +24,180 @@ DeviceProfile default_profile(const topology::DeviceSpec& spec) {
   return p;
 }
 
+double EfficiencyCurve::from_table(double work) const {
+  if (work <= table.front().first) return table.front().second;
+  if (work >= table.back().first) return table.back().second;
+  for (size_t i = 1; i < table.size(); ++i)
+    if (work <= table[i].first) {
+      const auto [w0, e0] = table[i - 1];
+      const auto [w1, e1] = table[i];
+      const double t = std::log(work / w0) / std::log(w1 / w0);
+      return e0 + t * (e1 - e0);
+    }
+  return table.back().second;
+}
+
+void EfficiencyCurve::slow_down(double f) {
+  max /= f;
+  for (auto& [w, e] : table) e /= f;
+}
+
 static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
-  n.check_keys({"max", "half_work"});
+  n.check_keys({"max", "half_work", "table"});
+  if (auto t = n.find("table")) {
+    if (n.has("max") || n.has("half_work")) t->fail("give either `table` or `max`/`half_work`");
+    c.table.clear();
+    c.max = 0;
+    for (const auto& row : t->items()) {
+      const auto xs = row.items();
+      if (xs.size() != 2) row.fail("a table row is [work, efficiency]");
+      const double w = xs[0].as_positive(), e = xs[1].as_positive();
+      if (e > 1.0 || e < 0.001) xs[1].fail(fmt::format("efficiency must be in [0.001, 1], got {}", e));
+      if (!c.table.empty() && w <= c.table.back().first) xs[0].fail("table rows must have ascending work");
+      c.table.emplace_back(w, e);
+      c.max = std::max(c.max, e);
+    }
+    if (c.table.empty()) t->fail("an empty efficiency table");
+    return;
+  }
   if (auto m = n.find("max")) {
     c.max = m->as_positive();
     if (c.max > 1.0) m->fail(fmt::format("efficiency must be in (0, 1], got {}", c.max));
+    if (c.max < 0.01) m->fail(fmt::format("efficiency {} is below the supported minimum of 0.01", c.max));
   }
-  if (auto h = n.find("half_work")) c.half_work = h->as_non_negative();
+  if (auto h = n.find("half_work")) {
+    c.half_work = h->as_non_negative();
+    if (c.half_work > 1e15) h->fail("half_work above 1e15 (FLOPs or bytes) is not meaningful");
+  }
 }
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   node.check_keys({"matmul", "batched_matmul", "memory", "launch_overhead", "step_overhead", "overlap_slowdown",
-                   "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy"});
+                   "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
+                   "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
+  auto rate = [](const YamlNode& n) {
+    const double v = n.as_flop_rate().value();
+    if (!(v > 0) || v > 1e18) n.fail(fmt::format("a FLOP rate must be in (0, 1e18] FLOP/s, got {}", v));
+    return FlopRate(v);
+  };
+  if (auto n = node.find("fp32_peak")) p.spec.fp32_peak = rate(*n);
+  if (auto n = node.find("fp16_peak")) p.spec.fp16_peak = rate(*n);
+  if (auto n = node.find("bf16_peak")) p.spec.bf16_peak = rate(*n);
+  if (auto n = node.find("memory_bandwidth")) {
+    p.spec.memory_bandwidth = n->as_bandwidth();
+    if (!(p.spec.memory_bandwidth.value() > 0)) n->fail("memory_bandwidth must be > 0");
+  }
+  if (auto n = node.find("host_sharing")) {
+    p.host_sharing.clear();
+    for (const auto& e : n->items()) {
+      e.check_keys({"ranks", "factor"});
+      const int r = e.at("ranks").as_positive_int();
+      const double f = e.at("factor").as_positive();
+      if (f > 1000) e.at("factor").fail("a sharing factor above 1000 is not meaningful");
+      if (!p.host_sharing.empty() && r <= p.host_sharing.back().first)
+        e.at("ranks").fail("host_sharing entries must have ascending `ranks`");
+      p.host_sharing.emplace_back(r, f);
+    }
+  }
+  if (auto n = node.find("ranks_share_machine")) p.ranks_share_machine = n->as<bool>();
   if (auto n = node.find("matmul")) apply_curve(*n, p.matmul);
   if (auto n = node.find("batched_matmul")) apply_curve(*n, p.batched_matmul);
   if (auto n = node.find("memory")) apply_curve(*n, p.memory);
-  if (auto n = node.find("launch_overhead")) p.launch_overhead = n->as_time();
-  if (auto n = node.find("step_overhead")) p.step_overhead = n->as_time();
-  if (auto n = node.find("overlap_slowdown")) p.overlap_slowdown = n->as_non_negative();
+  if (auto n = node.find("launch_overhead")) {
+    p.launch_overhead = n->as_time();
+    if (p.launch_overhead.seconds() > 1.0) n->fail("launch_overhead above 1 s per kernel is not meaningful");
+  }
+  if (auto n = node.find("step_overhead")) {
+    p.step_overhead = n->as_time();
+    if (p.step_overhead.seconds() > 3600) n->fail("step_overhead above 1 h is not meaningful");
+  }
+  if (auto n = node.find("overlap_slowdown")) {
+    p.overlap_slowdown = n->as_non_negative();
+    if (p.overlap_slowdown > 10) n->fail("overlap_slowdown above 10 (an 11x slowdown) is not meaningful");
+  }
   if (auto n = node.find("compute_jitter")) {
     p.compute_jitter = n->as_non_negative();
     if (p.compute_jitter > 0.5) n->fail("compute_jitter above 0.5 is not meaningful");
   }
   if (auto n = node.find("framework_reserve")) p.framework_reserve = n->as_bytes();
-  if (auto n = node.find("optimizer_kernels_per_tensor")) p.optimizer_kernels_per_tensor = n->as_positive_int();
+  if (auto n = node.find("optimizer_kernels_per_tensor")) {
+    p.optimizer_kernels_per_tensor = n->as_positive_int();
+    if (p.optimizer_kernels_per_tensor > 1000) n->fail("optimizer_kernels_per_tensor above 1000 is not meaningful");
+  }
   if (auto n = node.find("host_memcpy")) p.host_memcpy = n->as_bandwidth();
+}
+
+}  // namespace dptwin::sim
+
+namespace dptwin::sim {
+
+double DeviceProfile::sharing_factor(int ranks) const {
+  if (host_sharing.empty()) return 1.0;
+  const auto& h = host_sharing;
+  if (ranks <= h.front().first) return h.front().second;
+  for (size_t i = 1; i < h.size(); ++i)
+    if (ranks <= h[i].first) {
+      const double t = static_cast<double>(ranks - h[i - 1].first) / (h[i].first - h[i - 1].first);
+      return h[i - 1].second + t * (h[i].second - h[i - 1].second);
+    }
+  // Beyond the last measured count: grow proportionally (time-sharing of the cores).
+  return h.back().second * static_cast<double>(ranks) / h.back().first;
+}
+
+DeviceProfile DeviceProfile::shared_by(int ranks) const {
+  const double f = sharing_factor(ranks);
+  if (f == 1.0) return *this;
+  DeviceProfile p = *this;
+  p.matmul.slow_down(f);
+  p.batched_matmul.slow_down(f);
+  p.memory.slow_down(f);
+  p.launch_overhead = launch_overhead.scaled(f);
+  p.step_overhead = step_overhead.scaled(f);
+  p.host_memcpy = Bandwidth(host_memcpy.value() / f);
+  return p;
+}
+
+void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
+  node.check_keys({"backend", "source", "tables"});
+  p.network.clear();
+  if (auto t = node.find("tables")) {
+    for (const auto& e : t->items()) {
+      e.check_keys({"link_kind", "collective", "ranks", "regimes"});
+      CommCalibration c;
+      c.link_kind = e.get<std::string>("link_kind", "");
+      static const char* kKinds[] = {"nvlink", "pcie", "cpu-interconnect", "infiniband", "ethernet", "shared-memory",
+                                     "other"};
+      if (!c.link_kind.empty() && std::find(std::begin(kKinds), std::end(kKinds), c.link_kind) == std::end(kKinds))
+        e.at("link_kind").fail(fmt::format("unknown link kind '{}'", c.link_kind));
+      c.collective = e.get<std::string>("collective", "");
+      static const char* kColl[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "gather",
+                                    "scatter", "sendrecv"};
+      if (!c.collective.empty() && std::find(std::begin(kColl), std::end(kColl), c.collective) == std::end(kColl))
+        e.at("collective").fail(fmt::format("unknown collective '{}'", c.collective));
+      if (auto r = e.find("ranks")) c.ranks = r->as_positive_int();
+      for (const auto& rg : e.at("regimes").items()) {
+        rg.check_keys({"up_to", "alpha", "bandwidth_factor"});
+        CommRegime g;
+        if (auto u = rg.find("up_to")) g.up_to = u->as_bytes().value();
+        g.alpha = rg.at("alpha").as_time();
+        if (g.alpha.seconds() > 10) rg.at("alpha").fail("alpha above 10 s per step is not meaningful");
+        g.bandwidth_factor = rg.at("bandwidth_factor").as_positive();
+        if (g.bandwidth_factor > 1e4 || g.bandwidth_factor < 1e-6)
+          rg.at("bandwidth_factor").fail("bandwidth_factor must be within [1e-6, 1e4]");
+        if (!c.regimes.empty() && (c.regimes.back().up_to <= 0 || (g.up_to > 0 && g.up_to <= c.regimes.back().up_to)))
+          rg.fail("regimes must have ascending `up_to`, the unbounded one (no up_to) last");
+        c.regimes.push_back(g);
+      }
+      if (c.regimes.empty()) e.at("regimes").fail("a table needs at least one regime");
+      p.network.push_back(std::move(c));
+    }
+  }
+}
+
+void apply_profile_document(const YamlNode& root, DeviceProfile& p) {
+  root.check_keys({"name", "description", "source", "device", "network"});
+  if (auto d = root.find("device")) apply_profile_yaml(*d, p);
+  if (auto n = root.find("network")) apply_network_yaml(*n, p);
 }
 
 }  // namespace dptwin::sim

@@ -9,9 +9,12 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/units.hpp"
 #include "core/yaml_reader.hpp"
+#include "sim/collectives.hpp"
 #include "topology/device_spec.hpp"
 
 namespace dptwin::sim {
@@ -19,10 +22,20 @@ namespace dptwin::sim {
 // Saturating efficiency: eff(work) = max * work / (work + half_work).
 // `work` is the op's FLOPs (compute) or bytes (memory); half_work is the size
 // at which half of `max` is reached.
+//
+// Measured form (calibration): when `table` is non-empty it replaces the
+// saturating form: points (work, efficiency) in ascending work, interpolated
+// linearly in log(work) and held constant beyond the ends. CPUs need it: a GEMM
+// or a copy runs fastest while its operands fit in cache and slows down beyond
+// (the saturating form can only rise). `max` is then the table's largest value.
 struct EfficiencyCurve {
   double max = 0.7;
   double half_work = 0;  // 0 = always `max`
-  double at(double work) const { return half_work <= 0 ? max : max * work / (work + half_work); }
+  std::vector<std::pair<double, double>> table;  // (work, efficiency), ascending work; empty = the form above
+  double at(double work) const { return table.empty() ? (half_work <= 0 ? max : max * work / (work + half_work)) : from_table(work); }
+  double from_table(double work) const;
+  // Every efficiency divided by `f` (> 0).
+  void slow_down(double f);
 };
 
 struct DeviceProfile {
@@ -37,14 +50,43 @@ struct DeviceProfile {
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
   Bandwidth host_memcpy = gbyte_per_s(10);    // host-side copies (Horovod fusion on CPU, DataParallel scatter)
+  // Ranks that share one machine's cores slow each other's compute (CPU ranks,
+  // more processes than cores): (ranks on the machine, compute-time factor),
+  // ascending ranks, measured by calibration; empty = no sharing. Between and
+  // beyond measured counts the factor is interpolated linearly / held at the ends.
+  std::vector<std::pair<int, double>> host_sharing;
+  // Every rank of a job runs on this one machine, whatever the cluster's hosts
+  // (an emulated cluster of network namespaces): host_sharing uses the job's rank count.
+  bool ranks_share_machine = false;
+  // Calibrated collective costs (profile YAML `network:` section); see CommCalibration.
+  std::vector<CommCalibration> network;
+
+  // Compute-time factor with `ranks` ranks on the machine (1 when host_sharing is empty).
+  double sharing_factor(int ranks) const;
+  // This profile with every compute figure (efficiency maxima, launch and step
+  // overheads, host memcpy) slowed by sharing_factor(ranks).
+  DeviceProfile shared_by(int ranks) const;
 };
 
 // Datasheet-based defaults for a device.
 DeviceProfile default_profile(const topology::DeviceSpec& spec);
 
-// Applies a `device:` section of a profile YAML (keys: matmul {max, half_work},
+// Applies a `device:` section of a profile YAML (keys: matmul {max, half_work} or
+// {table: [[work, efficiency], ...]},
 // batched_matmul, memory, launch_overhead, step_overhead, overlap_slowdown,
 // compute_jitter, framework_reserve, optimizer_kernels_per_tensor, host_memcpy).
+// Also: peaks and memory bandwidth measured on the target replace the
+// datasheet's (fp32_peak, fp16_peak, bf16_peak as FLOP rates, memory_bandwidth),
+// host_sharing [{ranks, factor}, ...] and ranks_share_machine.
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& profile);
+
+// Applies a `network:` section: {tables: [{link_kind?, collective?, ranks?,
+// regimes: [{up_to?, alpha, bandwidth_factor}, ...]}, ...]}, plus free-text
+// `backend` and `source`. Replaces profile.network.
+void apply_network_yaml(const YamlNode& node, DeviceProfile& profile);
+
+// Applies a whole profile document (as written by `dptwin calibrate`): keys
+// name, description, source, device, network. Errors name file, line and key.
+void apply_profile_document(const YamlNode& root, DeviceProfile& profile);
 
 }  // namespace dptwin::sim

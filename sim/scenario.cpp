@@ -26,6 +26,18 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr size_t kMaxPoints = 20000;   // a grid larger than this is almost certainly a typo
+// Sanity limits on per-point figures (documented in scenarios/README.md, "Limits").
+constexpr int kMaxDevices = 65536;      // devices of one point
+constexpr int kMaxMicroBatch = 65536;   // samples per device per micro-step
+constexpr int kMaxAccumulation = 1024;  // micro-steps per optimizer step
+constexpr int kMaxSteps = 1000;         // simulated optimizer steps
+
+// An integer >= 1 and <= limit.
+int bounded_int(const YamlNode& n, int limit, const char* what) {
+  int v = n.as_positive_int();
+  if (v > limit) n.fail(fmt::format("{} {} is above the supported maximum of {}", what, v, limit));
+  return v;
+}
 
 std::string join(const std::vector<std::string>& v) {
   std::string out;
@@ -208,12 +220,14 @@ const std::vector<Knob>& knob_table() {
       {Section::Dps, "dps", "apex_message_elements",
        [](const YamlNode& n) -> Choice<KnobSetter> {
          double v = n.as_positive();
+         if (v < 1 || v > 1e12) n.fail(fmt::format("apex_message_elements must be between 1 and 1e12, got {}", v));
          return {[v](StrategyOptions& o) { o.apex_message_elements = v; }, fmt_number(v)};
        }},
       {Section::Horovod, "horovod", "cycle_time",
        [](const YamlNode& n) -> Choice<KnobSetter> {
          Time v = n.as_time();
          if (v <= Time::zero()) n.fail("cycle_time must be > 0");
+         if (v.seconds() > 10) n.fail("cycle_time above 10 s is not meaningful");
          return {[v](StrategyOptions& o) { o.cycle_time = v; }, label_time(v)};
        }},
       {Section::Horovod, "horovod", "fusion_threshold",
@@ -307,8 +321,9 @@ topology::DeviceSpec resolve_device(const YamlNode& node) {
 }
 
 int max_devices(const topology::ClusterSpec& c) {
+  if (c.explicit_devices > 0) return c.explicit_devices;  // an explicit graph holds exactly its devices
   if (!c.max_nodes) return std::numeric_limits<int>::max();
-  return *c.max_nodes * c.devices_per_node;
+  return static_cast<int>(std::min<int64_t>(int64_t{*c.max_nodes} * c.devices_per_node, kMaxDevices));
 }
 
 // The calibration file: a profile YAML whose `device:` section is applied.
@@ -352,7 +367,7 @@ Scenario parse_scenario(const YamlNode& root) {
         else fail_unknown(item, "network model", v, {"flow", "analytic"});
       }
     }
-    if (auto n = s->find("steps")) sim.steps = n->as_positive_int();
+    if (auto n = s->find("steps")) sim.steps = bounded_int(*n, kMaxSteps, "steps");
     if (auto n = s->find("seed")) {
       int64_t seed = n->as<int64_t>();
       if (seed < 0) n->fail("seed must be >= 0");
@@ -363,7 +378,7 @@ Scenario parse_scenario(const YamlNode& root) {
       jitter = n->as_non_negative();
       if (*jitter > 0.5) n->fail("jitter (relative std-dev of compute times) above 0.5 is not meaningful");
     }
-    if (auto n = s->find("trace_devices")) sim.trace_devices = n->as_positive_int();
+    if (auto n = s->find("trace_devices")) sim.trace_devices = bounded_int(*n, kMaxDevices, "trace_devices");
   }
 
   Pricing pricing;
@@ -444,7 +459,10 @@ Scenario parse_scenario(const YamlNode& root) {
   }
   if (auto n = root.find("inter_node_latency")) {
     std::vector<Time> lats;
-    for (const auto& item : list_of(*n)) lats.push_back(item.as_time());
+    for (const auto& item : list_of(*n)) {
+      lats.push_back(item.as_time());
+      if (lats.back().seconds() > 1.0) item.fail("inter_node_latency above 1 s is not meaningful");
+    }
     axes.push_back([lats](const Partial&) {
       std::vector<Apply> out;
       for (auto t : lats)
@@ -492,7 +510,7 @@ Scenario parse_scenario(const YamlNode& root) {
   });
 
   auto device_nodes = std::make_shared<std::vector<YamlNode>>(list_of(root.at("devices")));
-  for (const auto& item : *device_nodes) item.as_positive_int();  // validate early
+  for (const auto& item : *device_nodes) bounded_int(item, kMaxDevices, "devices");  // validate early
   axes.push_back([device_nodes](const Partial&) {
     std::vector<Apply> out;
     for (const auto& item : *device_nodes) {
@@ -507,9 +525,16 @@ Scenario parse_scenario(const YamlNode& root) {
     return out;
   });
 
-  auto int_choice = [](const YamlNode& n) { int v = n.as_positive_int(); return Choice<int>{v, std::to_string(v)}; };
-  auto micro_batch = std::make_shared<PerStrategy<int>>(root, "micro_batch", Choice<int>{1, "1"}, int_choice);
-  auto accumulation = std::make_shared<PerStrategy<int>>(root, "accumulation", Choice<int>{1, "1"}, int_choice);
+  auto int_choice = [](int limit, const char* what) {
+    return [limit, what](const YamlNode& n) {
+      int v = bounded_int(n, limit, what);
+      return Choice<int>{v, std::to_string(v)};
+    };
+  };
+  auto micro_batch = std::make_shared<PerStrategy<int>>(root, "micro_batch", Choice<int>{1, "1"},
+                                                        int_choice(kMaxMicroBatch, "micro_batch"));
+  auto accumulation = std::make_shared<PerStrategy<int>>(root, "accumulation", Choice<int>{1, "1"},
+                                                         int_choice(kMaxAccumulation, "accumulation"));
   auto amp = std::make_shared<PerStrategy<std::optional<AmpLevel>>>(
       root, "amp", Choice<std::optional<AmpLevel>>{std::nullopt, ""}, [](const YamlNode& n) {
         std::string s = n.as<std::string>();
@@ -601,6 +626,9 @@ Scenario parse_scenario(const YamlNode& root) {
     p.labels["device_type"] = s.cluster.device.name;
 
     const int limit = max_devices(s.cluster);
+    if (p.grid_devices > limit && s.cluster.explicit_devices > 0)
+      p.devices_node->fail(fmt::format("cluster '{}' (an explicit graph) has {} devices, asked for {}",
+                                       s.cluster.name, limit, p.grid_devices));
     if (p.grid_devices > limit)
       p.devices_node->fail(fmt::format("cluster '{}' holds at most {} devices ({} nodes x {} per node), asked for {}",
                                        s.cluster.name, limit, *s.cluster.max_nodes, s.cluster.devices_per_node,

@@ -169,6 +169,78 @@ std::vector<int> choose_slots(const PointSpec& p, int n, const DeviceProfile& pr
   return v;
 }
 
+// Limits for pathological inputs (scenarios/README.md, "Limits"). Before any
+// Time is formed, a point is refused when a double-precision upper bound of one
+// run's simulated time, or of the simulator's work, is absurd: integer
+// nanoseconds hold +-292 years, and a sweep should not hang.
+constexpr double kMaxSimulatedSeconds = 1e8;  // ~3 years of simulated time per run
+constexpr double kMaxDeviceMicroSteps = 2e6;  // steps x accumulation x simulated devices (~10-30 s of wall time)
+
+std::string point_name(const PointSpec& p) {
+  std::string out;
+  for (const auto& [k, v] : p.labels) out += fmt::format("{}{}={}", out.empty() ? "" : ", ", k, v);
+  return out.empty() ? p.scenario : out;
+}
+
+// Upper bound of one run, in seconds: every op at its slowest (lowest peak and
+// efficiency, widest dtype, every byte moved), every gradient byte crossing the
+// slowest link once per rank, with a factor 4 of slack for jitter and contention.
+double simulated_seconds_bound(const PointSpec& p, const models::Workload& w, const topology::Topology& topo,
+                               int n) {
+  const DeviceProfile& prof = p.profile;
+  const auto& spec = prof.spec;
+  const double peak =
+      std::min({spec.peak(DType::FP32).value(), spec.peak(DType::FP16).value(), spec.peak(DType::BF16).value()});
+  const double membw = spec.memory_bandwidth.value();
+  const double launch = prof.launch_overhead.seconds();
+  double micro = 0;
+  for (const auto* ops : {&w.forward, &w.backward})
+    for (const auto& op : *ops) {
+      if (op.flops > 0)
+        micro += op.flops / (peak * std::min({prof.matmul.at(op.flops), prof.batched_matmul.at(op.flops), 0.5}));
+      const double elems = op.elements_read + op.elements_written;
+      if (elems > 0) micro += 36.0 * elems / (membw * prof.memory.at(elems / 8));  // <= 4 B/elem, <= 9x re-reads
+      micro += 6.0 * static_cast<double>(op.k) * static_cast<double>(op.n) / (membw * prof.memory.max);
+      micro += 16 * launch;
+    }
+  double per_step = micro * p.options.accumulation + prof.step_overhead.seconds();
+  double grad_bytes = 0;
+  for (const auto& t : w.tensors) {
+    const double numel = static_cast<double>(t.numel);
+    per_step += 64.0 * numel / (membw * prof.memory.at(numel)) + (prof.optimizer_kernels_per_tensor + 4) * launch;
+    grad_bytes += 4.0 * numel;
+  }
+  per_step += 8.0 * grad_bytes / prof.host_memcpy.value();
+  double min_bw = 0, max_lat = 0;
+  for (int l = 0; l < topo.num_links(); ++l) {
+    const auto& link = topo.link(l);
+    const double bw = link.effective_bandwidth().value();
+    if (min_bw == 0 || bw < min_bw) min_bw = bw;
+    max_lat = std::max(max_lat, link.latency.seconds());
+  }
+  if (min_bw > 0) per_step += 4.0 * grad_bytes * n / min_bw;
+  const double messages = static_cast<double>(w.tensors.size()) + 2;
+  per_step += messages * 4.0 * n * 8 * max_lat + messages * 2 * p.options.cycle_time.seconds();
+  return 4.0 * per_step * std::max(1, p.sim.steps);
+}
+
+void check_point_scale(const PointSpec& p, const models::Workload& w, const topology::Topology& topo, int n,
+                       size_t slots) {
+  const double work = static_cast<double>(std::max(1, p.sim.steps)) * p.options.accumulation * slots;
+  if (work > kMaxDeviceMicroSteps)
+    throw InputError({}, "",
+                     fmt::format("point {}: simulating {} steps x {} micro-steps on {} devices is beyond the limit of "
+                                 "{:g} device micro-steps per point; lower simulation.steps, accumulation or the "
+                                 "devices simulated (jitter and all_devices simulate every device)",
+                                 point_name(p), p.sim.steps, p.options.accumulation, slots, kMaxDeviceMicroSteps));
+  const double bound = simulated_seconds_bound(p, w, topo, n);
+  if (!(bound <= kMaxSimulatedSeconds))
+    throw InputError({}, "",
+                     fmt::format("point {}: its figures give simulated times beyond the limit of {:g} s per run "
+                                 "(upper bound {:.3g} s); check bandwidths, FLOP rates, efficiencies and batch sizes",
+                                 point_name(p), kMaxSimulatedSeconds, bound));
+}
+
 }  // namespace
 
 PointResult simulate_point(const PointSpec& p) {
@@ -179,14 +251,23 @@ PointResult simulate_point(const PointSpec& p) {
   r.devices = n;
   models::Workload work = models::build_gpt2_workload(p.model, p.micro_batch);
   topology::Topology topo = topology::build_topology(p.cluster, n);
+  // Calibrated profiles: ranks sharing one machine's cores slow each other down;
+  // collectives follow the fitted size regimes (sim/device_profile.hpp).
+  int on_machine = n;
+  if (!p.profile.ranks_share_machine) {
+    on_machine = 0;
+    for (int d = 0; d < n; ++d) on_machine += topo.host_of(d) == topo.host_of(0);
+  }
+  const DeviceProfile prof = p.profile.shared_by(on_machine);
   NetworkOptions no;
   no.mode = p.sim.network_mode;
+  no.calibration = prof.network;
   NetworkModel net(topo, no);
 
   StepContext ctx;
   ctx.point = &p;
   ctx.work = &work;
-  ctx.prof = &p.profile;
+  ctx.prof = &prof;
   ctx.kind = p.strategy;
   ctx.opts = &p.options;
   ctx.prec = precision_of(p.strategy, p.options);
@@ -195,6 +276,7 @@ PointResult simulate_point(const PointSpec& p) {
   for (int i = 0; i < n; ++i) ctx.ranks.push_back(i);
   ctx.ring_ranks = ring_order(topo, ctx.ranks);
   ctx.sim_devices = choose_slots(p, n, p.profile);
+  check_point_scale(p, work, topo, n, ctx.sim_devices.size());
   const bool dp = p.strategy == StrategyKind::Sps && n > 1 && sps_uses_data_parallel(ctx);
   compute_op_times(ctx, dp ? static_cast<double>(n) : 1.0);
 

@@ -51,17 +51,40 @@ constexpr Named<VertexKind> kVertexKinds[] = {
     {"nvswitch", VertexKind::NvSwitch}, {"nic", VertexKind::Nic}, {"switch", VertexKind::Switch},
 };
 
+// Sanity limits (far beyond real clusters; keep counts and products inside int).
+constexpr int kMaxDevicesPerNode = 1024;
+constexpr int kMaxNodes = 65536;
+constexpr int kMaxPerNodeParts = 64;      // CPUs, PCIe switches, NICs of one node
+constexpr int kMaxLinkMultiplicity = 1024;
+constexpr double kMinEfficiency = 0.01;
+constexpr double kMaxLinkLatencySeconds = 1.0;
+
 double parse_efficiency(const YamlNode& n) {
   double e = n.as_positive();
   if (e > 1) n.fail(fmt::format("efficiency is a fraction of the datasheet bandwidth and must be in (0, 1], got {}", e));
+  if (e < kMinEfficiency) n.fail(fmt::format("efficiency {} is below the supported minimum of {}", e, kMinEfficiency));
   return e;
+}
+
+int parse_count(const YamlNode& n, int limit) {
+  int v = n.as_positive_int();
+  if (v > limit) n.fail(fmt::format("{} is above the supported maximum of {}", v, limit));
+  return v;
+}
+
+// A one-way hop latency: a duration of at most 1 s (real hops are ns to us).
+Time parse_latency(const YamlNode& n) {
+  Time t = n.as_time();
+  if (t.seconds() > kMaxLinkLatencySeconds)
+    n.fail(fmt::format("link latency '{}' is above the supported maximum of 1 s", n.raw().Scalar()));
+  return t;
 }
 
 // Fields shared by every link description: bandwidth, links, latency, efficiency.
 void read_link_fields(const YamlNode& n, LinkSpec& l) {
   l.bandwidth = n.at("bandwidth").as_bandwidth();
-  if (auto k = n.find("links")) l.links = k->as_positive_int();
-  l.latency = n.at("latency").as_time();
+  if (auto k = n.find("links")) l.links = parse_count(*k, kMaxLinkMultiplicity);
+  l.latency = parse_latency(n.at("latency"));
   if (auto e = n.find("efficiency")) l.efficiency = parse_efficiency(*e);
 }
 
@@ -118,10 +141,12 @@ IntraSpec parse_intra(const YamlNode& n, int devices) {
 HostSpec parse_host(const YamlNode& n, int devices) {
   n.check_keys({"cpus", "pcie_switches", "device_link", "switch_link", "cpu_link"});
   HostSpec h;
-  h.cpus = n.at("cpus").as_positive_int();
+  h.cpus = parse_count(n.at("cpus"), kMaxPerNodeParts);
   if (auto p = n.find("pcie_switches")) {
     h.pcie_switches = p->as<int>();
     if (h.pcie_switches < 0) p->fail("must be >= 0");
+    if (h.pcie_switches > kMaxPerNodeParts)
+      p->fail(fmt::format("{} is above the supported maximum of {}", h.pcie_switches, kMaxPerNodeParts));
     if (h.pcie_switches > 0 && h.pcie_switches % h.cpus != 0)
       p->fail(fmt::format("must be a multiple of cpus ({}) so switches spread evenly", h.cpus));
     if (h.pcie_switches > 0 && devices % h.pcie_switches != 0)
@@ -140,13 +165,13 @@ HostSpec parse_host(const YamlNode& n, int devices) {
 NicSpec parse_nics(const YamlNode& n, const NodeSpec& node) {
   n.check_keys({"count", "kind", "bandwidth", "latency", "efficiency", "attach", "attach_link"});
   NicSpec s;
-  s.count = n.at("count").as_positive_int();
+  s.count = parse_count(n.at("count"), kMaxPerNodeParts);
   auto kind = n.at("kind");
   s.kind = parse_link_kind(kind);
   if (s.kind != LinkKind::InfiniBand && s.kind != LinkKind::Ethernet)
     kind.fail("NIC kind must be 'infiniband' or 'ethernet'");
   s.bandwidth = n.at("bandwidth").as_bandwidth();
-  s.latency = n.at("latency").as_time();
+  s.latency = parse_latency(n.at("latency"));
   if (auto e = n.find("efficiency")) s.efficiency = parse_efficiency(*e);
   auto at = n.at("attach");
   const std::string dev_prefix = node.device.kind == DeviceKind::Cpu ? "rank" : "gpu";
@@ -205,21 +230,22 @@ NetworkSpec parse_network(const YamlNode& n) {
       break;
     case NetworkKind::Switch:
       n.check_keys({"kind", "max_nodes"});
-      s.max_nodes = n.at("max_nodes").as_positive_int();
+      s.max_nodes = parse_count(n.at("max_nodes"), kMaxNodes);
       break;
     case NetworkKind::FatTree: {
       n.check_keys({"kind", "max_nodes", "nodes_per_leaf", "spines", "oversubscription", "rail_optimized",
                     "uplink_bandwidth", "uplink_latency", "uplink_efficiency"});
-      s.max_nodes = n.at("max_nodes").as_positive_int();
-      s.nodes_per_leaf = n.at("nodes_per_leaf").as_positive_int();
-      s.spines = n.at("spines").as_positive_int();
+      s.max_nodes = parse_count(n.at("max_nodes"), kMaxNodes);
+      s.nodes_per_leaf = parse_count(n.at("nodes_per_leaf"), kMaxNodes);
+      s.spines = parse_count(n.at("spines"), kMaxNodes);
       if (auto o = n.find("oversubscription")) {
         s.oversubscription = o->as_positive();
         if (s.oversubscription < 1) o->fail("oversubscription is downlink:uplink bandwidth and must be >= 1");
+        if (s.oversubscription > 1000) o->fail("oversubscription above 1000 is not meaningful");
       }
       s.rail_optimized = n.get<bool>("rail_optimized", false);
       if (auto u = n.find("uplink_bandwidth")) s.uplink_bandwidth = u->as_bandwidth();
-      s.uplink_latency = n.at("uplink_latency").as_time();
+      s.uplink_latency = parse_latency(n.at("uplink_latency"));
       if (auto e = n.find("uplink_efficiency")) s.uplink_efficiency = parse_efficiency(*e);
       break;
     }
@@ -233,7 +259,7 @@ void parse_template(const YamlNode& root, ClusterModel& m) {
   node.check_keys({"device", "devices", "partial_node", "intra", "host", "nics"});
   NodeSpec& ns = m.node;
   ns.device = parse_device_spec(node.at("device"));
-  ns.devices = node.at("devices").as_positive_int();
+  ns.devices = parse_count(node.at("devices"), kMaxDevicesPerNode);
   ns.partial_node = node.get<bool>("partial_node", false);
   if (auto i = node.find("intra")) ns.intra = parse_intra(*i, ns.devices);
   if (auto h = node.find("host")) ns.host = parse_host(*h, ns.devices);

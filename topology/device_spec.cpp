@@ -161,7 +161,10 @@ DeviceSpec parse_device_spec(const YamlNode& node) {
   if (auto n = node.find("bf16_peak")) d.bf16_peak = flop_rate_or_zero(*n);
   if (auto n = req("memory_bandwidth")) d.memory_bandwidth = n->as_bandwidth();
   if (auto n = req("memory")) d.memory = n->as_bytes();
-  if (auto n = req("launch_overhead")) d.launch_overhead = n->as_time();
+  if (auto n = req("launch_overhead")) {
+    d.launch_overhead = n->as_time();
+    if (d.launch_overhead.seconds() > 1.0) n->fail("launch_overhead above 1 s per kernel is not meaningful");
+  }
   if (auto n = node.find("cores")) {
     d.cores = n->as<int>();
     if (d.cores < 0) n->fail("cores must be >= 0");

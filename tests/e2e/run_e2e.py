@@ -10,9 +10,12 @@ import csv
 import io
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 import tempfile
+import zlib
 
 DPTWIN = ""
 ROOT = ""
@@ -33,6 +36,10 @@ SIMULATE_FLAGS = ["--format", "--out", "--trace", "--threads", "--point", "--no-
 
 class Failure(Exception):
     pass
+
+
+class Skip(Exception):
+    """The case cannot run here (a tool is missing); meson reports exit 77 as SKIP."""
 
 
 def check(cond, msg):
@@ -230,6 +237,226 @@ def case_shipped_scenarios():
                       for p in doc["points"] if p["status"] == "ok"), "pricing: time and cost to train")
 
 
+# ---------------------------------------------------------------- sweep, report, plan (issue 5)
+
+REPORT_FLAGS = ["--out", "--profile", "--validation", "--token-budget", "--threads", "--no-sensitivity", "--quiet"]
+SWEEP_FLAGS = ["--threads", "--out", "--format", "--no-wall-time", "--no-progress", "--quiet"]
+PLAN_FLAGS = ["--model", "--tokens", "--days", "--budget", "--device-types", "--clusters", "--min-devices",
+              "--max-devices", "--strategies", "--precision", "--micro-batch", "--price", "--top", "--threads"]
+
+
+def case_help_report():
+    top = run("--help").stdout
+    for cmd in ("report", "sweep", "plan"):
+        check(cmd in top, f"top-level help lists {cmd}")
+    for cmd, flags in (("report", REPORT_FLAGS), ("sweep", SWEEP_FLAGS), ("plan", PLAN_FLAGS)):
+        text = run(cmd, "--help").stdout
+        for flag in flags:
+            check(flag in text, f"{cmd} --help lists {flag}")
+    run("sweep", "--format", "xml", expect=2)
+    run("plan", "--tokens", "1e9", expect=2)  # no model
+    run("plan", "--model", "gpt2-xxl", "--tokens", "1e9", expect=2)
+
+
+def case_sweep():
+    scen = os.path.join(ROOT, "scenarios", "bucket-sweep.yaml")
+    a = run("sweep", scen, "--no-wall-time", "--threads", "1")
+    b = run("sweep", scen, "--no-wall-time", "--threads", "2")
+    check(a.stdout == b.stdout, "sweep CSV identical for 1 and 2 threads")
+    check("\r" not in a.stderr and "[#" not in a.stderr, "no progress bar when stderr is not a terminal")
+    check("points/s" in a.stderr, f"summary on stderr: {a.stderr}")
+    rows = list(csv.DictReader(io.StringIO(a.stdout)))
+    check(len(rows) == 18, f"18 points, got {len(rows)}")
+    check(all(float(r["step_time_s"]) > 0 for r in rows if r["status"] == "ok"), "numeric step times")
+    check({r["dps.bucket_cap"] for r in rows if r["strategy"] == "dps"} >= {"1 MiB", "200 MiB"}, "the grid")
+    with tempfile.TemporaryDirectory() as d:
+        run("sweep", scen, "--out", d, "--quiet")
+        with open(os.path.join(d, "results.json")) as f:
+            doc = json.load(f)
+        check(len(doc["points"]) == 18 and [p["index"] for p in doc["points"]] == list(range(18)), "json points")
+        with open(os.path.join(d, "results.csv"), newline="") as f:
+            check(len(list(csv.reader(f))) == 19, "csv rows")
+    j = json.loads(run("sweep", scen, "--format", "json").stdout)
+    check(j["scenario"] == "bucket-sweep", "json on stdout")
+
+
+def case_sweep_mpi():
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        raise Skip("mpirun is not installed (Debian: openmpi-bin); the MPI sweep path is not tested")
+    scen = os.path.join(ROOT, "scenarios", "paper-hal.yaml")
+    single = run("sweep", scen, "--no-wall-time", "--format", "json").stdout
+    env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none", OMPI_MCA_rmaps_base_oversubscribe="1")
+    for fmt_ in ("json", "csv"):
+        cmd = [mpirun, "--allow-run-as-root", "--oversubscribe", "-np", "2", DPTWIN, "sweep", scen, "--no-wall-time",
+               "--threads", "1", "--format", fmt_]
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+        check(p.returncode == 0, f"mpirun sweep exited {p.returncode}\n{p.stderr[-3000:]}")
+        if "built without MPI" in p.stderr:
+            raise Skip("dptwin was built without MPI (Meson did not find it)")
+        check("over 2 MPI ranks" in p.stderr, f"rank 0 reports 2 ranks: {p.stderr[-1000:]}")
+        ref = single if fmt_ == "json" else run("sweep", scen, "--no-wall-time").stdout
+        check(p.stdout == ref, f"merged {fmt_} output of 2 ranks equals the single-process output")
+
+
+VALIDATION_JSON = {
+    "schema": "dptwin-validation/1",
+    "profile": "test",
+    "cases": [{"label": "dps 2 ranks fp32", "params": {"strategy": "dps", "devices": 2},
+               "predicted_step_s": 0.210, "measured_step_s": 0.200},
+              {"label": "horovod 2 ranks fp32", "predicted_step_s": 0.260, "measured_step_s": 0.280},
+              {"label": "sps 2 ranks fp32", "predicted_step_s": 0.300, "measured_step_s": 0.330}],
+    "summary": {"mape_pct": 7.4, "worst_pct": 9.1, "kendall_tau": 1.0},
+}
+
+
+def make_report(d, scenario="pricing-budget.yaml", extra=()):
+    val = os.path.join(d, "validation.json")
+    with open(val, "w") as f:
+        json.dump(VALIDATION_JSON, f)
+    out = os.path.join(d, "report.html")
+    p = run("report", os.path.join(ROOT, "scenarios", scenario), "--out", out, "--validation", val, *extra)
+    return out, p
+
+
+def case_report():
+    with tempfile.TemporaryDirectory() as d:
+        prof = os.path.join(d, "profile.yaml")
+        with open(prof, "w") as f:
+            f.write("name: test\ndevice:\n  matmul: {max: 0.6, half_work: 2e9}\n")
+        out, p = make_report(d, extra=("--profile", prof, "--token-budget", "5e9"))
+        check("fastest" in p.stdout and "cheapest" in p.stdout, f"summary on stdout: {p.stdout}")
+        html = open(out).read()
+        md = open(os.path.join(d, "report.md")).read()
+        check(html.count("<svg") >= 8, f"charts: {html.count('<svg')}")
+        for needle in ("Step time vs devices", "Throughput vs devices", "Scaling efficiency vs devices",
+                       "Step time breakdown", "Peak memory per device vs capacity", "Cost per million tokens",
+                       "Time to train", "least sensitive to slower links", "Predicted vs measured step time",
+                       "calibration profile:", "5B tokens"):
+            check(needle in html, f"report has {needle!r}")
+        for bad in ("<script", "src=", "<link", "@import", "url("):
+            check(bad not in html, f"report is self-contained: found {bad!r}")
+        check(html.count("http") == html.count('xmlns="http://www.w3.org/2000/svg"'), "no http references")
+        check(md.startswith("# Capacity-planning report") and "| fastest |" in md and "MAPE" in md, "markdown")
+        # a bad profile is an input error naming the key
+        with open(prof, "w") as f:
+            f.write("device:\n  matmull: {max: 0.6}\n")
+        p = run("report", "--out", os.path.join(d, "x.html"), "--profile", prof, expect=2)
+        check("matmull" in p.stderr, p.stderr)
+
+
+def png_stats(path):
+    """(width, height, distinct colours, non-white pixel fraction) of an 8-bit RGB/RGBA PNG (stdlib only)."""
+    with open(path, "rb") as f:
+        data = f.read()
+    check(data[:8] == b"\x89PNG\r\n\x1a\n", "a PNG file")
+    pos, idat, width = 8, b"", 0
+    while pos < len(data):
+        length, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        body = data[pos + 8:pos + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, ctype = struct.unpack(">IIBB", body[:10])
+            check(depth == 8 and ctype in (2, 6), f"8-bit RGB(A) PNG, got depth {depth} type {ctype}")
+            bpp = 3 if ctype == 2 else 4
+        elif kind == b"IDAT":
+            idat += body
+        pos += 12 + length
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    prev = bytearray(stride)
+    colours, nonwhite = set(), 0
+    for y in range(height):
+        ftype = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if ftype == 1:
+                line[i] = (line[i] + a) & 255
+            elif ftype == 2:
+                line[i] = (line[i] + b) & 255
+            elif ftype == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif ftype == 4:
+                pa, pb, pc = abs(b - c), abs(a - c), abs(a + b - 2 * c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        if y % 4 == 0:  # sample every fourth row: enough to count colours, four times faster
+            for x in range(0, stride, bpp * 2):
+                px = bytes(line[x:x + 3])
+                colours.add(px)
+                nonwhite += px != b"\xff\xff\xff"
+        prev = line
+    sampled = ((height + 3) // 4) * ((width + 1) // 2)
+    return width, height, len(colours), nonwhite / sampled
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        if shutil.which(name):
+            return shutil.which(name)
+    return None
+
+
+def case_report_chromium():
+    browser = chromium()
+    if not browser:
+        raise Skip("chromium is not installed (Debian: apt-get install chromium); the browser rendering "
+                   "of the HTML report is not tested")
+    with tempfile.TemporaryDirectory() as d:
+        out, _ = make_report(d)
+        profile = tempfile.mkdtemp(dir=d)
+        common = [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                  "--user-data-dir=" + profile, "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=<-loopback>"]
+        url = "file://" + out
+        png = os.path.join(d, "shot.png")
+        p = subprocess.run(common + ["--screenshot=" + png, "--window-size=1400,3000", "--hide-scrollbars", url],
+                           capture_output=True, text=True, timeout=120)
+        check(p.returncode == 0 and os.path.exists(png), f"screenshot failed ({p.returncode}): {p.stderr[-2000:]}")
+        w, h, colours, ink = png_stats(png)
+        check((w, h) == (1400, 3000), f"screenshot size {w}x{h}")
+        check(colours >= 8, f"the page is not blank: {colours} distinct colours")
+        check(ink > 0.03, f"the page is not blank: {ink:.3f} of pixels are not white")
+        dom = subprocess.run(common + ["--dump-dom", url], capture_output=True, text=True, timeout=120)
+        check(dom.returncode == 0, f"--dump-dom failed: {dom.stderr[-2000:]}")
+        html = dom.stdout
+        check(html.count("<svg") >= 8, f"rendered DOM has the charts: {html.count('<svg')} <svg>")
+        for needle in ("step time (ms)", "throughput (tokens/s)", "scaling efficiency (%)", "devices",
+                       "memory per device (GiB)", "class=\"legend-entry\"", "dps+amp", "capacity",
+                       "Predicted vs measured step time"):
+            check(needle in html, f"rendered DOM has {needle!r}")
+        if os.environ.get("DPTWIN_KEEP_SCREENSHOT"):
+            shutil.copy(png, os.environ["DPTWIN_KEEP_SCREENSHOT"])
+
+
+def case_plan():
+    p = run("plan", "--model", "gpt2", "--tokens", "10e9", "--days", "30", "--budget", "20000",
+            "--clusters", "dgx-a100", "--max-devices", "16", "--precision", "bf16", "--micro-batch", "4,8")
+    out = p.stdout
+    for needle in ("FASTEST", "CHEAPEST", "Limits:", "top ", "dgx-a100", "time to train"):
+        check(needle in out, f"plan output has {needle!r}:\n{out}")
+    # too small a budget: no plan, a clear message, exit 1
+    p = run("plan", "--model", "gpt2", "--tokens", "10e9", "--budget", "1", "--clusters", "dgx-a100",
+            "--max-devices", "8", "--precision", "bf16", expect=1)
+    check("No feasible configuration" in p.stdout and "budget" in p.stdout, p.stdout)
+    # gpt2-xl in fp32 does not fit a 16 GB V100
+    p = run("plan", "--model", "gpt2-xl", "--tokens", "1e9", "--device-types", "v100-sxm2-16gb",
+            "--precision", "fp32", "--max-devices", "8", expect=1)
+    check("does not fit in memory" in p.stdout, p.stdout)
+    # a plan YAML
+    with tempfile.TemporaryDirectory() as d:
+        f = os.path.join(d, "plan.yaml")
+        with open(f, "w") as fh:
+            fh.write("model: gpt2\ntokens: 10e9\ndays: 30\nclusters: [dgx-a100]\nmax_devices: 8\n"
+                     "precision: bf16\nmicro_batch: [4]\n")
+        check("FASTEST" in run("plan", f).stdout, "plan from YAML")
+        with open(f, "a") as fh:
+            fh.write("bugdet: 5\n")
+        p = run("plan", f, expect=2)
+        check("bugdet" in p.stderr, p.stderr)
+
+
 CASES = {name[len("case_"):]: fn for name, fn in globals().items() if name.startswith("case_")}
 
 
@@ -244,6 +471,9 @@ def main():
     except Failure as e:
         print(f"FAIL {case}: {e}", file=sys.stderr)
         return 1
+    except Skip as e:
+        print(f"SKIP {case}: {e}")
+        return 77
     print(f"PASS {case}")
     return 0
 

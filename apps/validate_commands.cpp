@@ -1,0 +1,172 @@
+#include "apps/validate_commands.hpp"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include <sys/resource.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "core/error.hpp"
+#include "validate/calibrate.hpp"
+#include "validate/validation.hpp"
+
+namespace dptwin::apps {
+
+namespace fs = std::filesystem;
+
+const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
+  static const std::vector<OptionRow<CalibrateArgs>> t = {
+      {"--backend", "communication backend measured", &CalibrateArgs::backend, {"gloo", "mpi"}},
+      {"--ranks", "rank counts: 1 = compute microbenchmarks, >1 = collectives at that count", &CalibrateArgs::ranks},
+      {"-o,--out", "profile YAML written", &CalibrateArgs::out},
+      {"--raw-dir", "directory of the raw microbenchmark JSON (default: <out stem>.raw/)", &CalibrateArgs::raw_dir},
+      {"--cluster", "topology the collective fit prices on (preset or cluster YAML)", &CalibrateArgs::cluster},
+      {"--microbench", "path of dptwin-microbench (default: next to dptwin)", &CalibrateArgs::microbench},
+      {"--input", "refit these raw microbenchmark JSON files (comma-separated) instead of running", &CalibrateArgs::inputs},
+      {"--netns", "a matrix YAML whose `netns` section places the ranks in network namespaces", &CalibrateArgs::netns_matrix},
+      {"--threads", "intra-op threads per rank", &CalibrateArgs::threads},
+      {"--budget-s", "seconds of repetitions per microbenchmark case", &CalibrateArgs::budget_s},
+      {"--max-bytes", "largest collective message (4 KiB .. this, x4 steps)", &CalibrateArgs::max_bytes},
+      {"--quick", "a few shapes only (smoke tests)", &CalibrateArgs::quick},
+      {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &CalibrateArgs::nice},
+  };
+  return t;
+}
+
+const std::vector<OptionRow<ValidateArgs>>& validate_table() {
+  static const std::vector<OptionRow<ValidateArgs>> t = {
+      {"file", "validation matrix YAML (default: the built-in localhost matrix)", &ValidateArgs::file},
+      {"-p,--profile", "calibrated profile YAML (from dptwin calibrate)", &ValidateArgs::profile},
+      {"-o,--out", "output directory: validation.json, validation.txt, runs/", &ValidateArgs::out_dir},
+      {"--exec", "path of dptwin-exec (default: as dptwin exec finds it)", &ValidateArgs::exec_binary},
+      {"--predict-only", "do not run: print the predictions only", &ValidateArgs::predict_only},
+      {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
+      {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
+  };
+  return t;
+}
+
+namespace {
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ','))
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+void log_line(const std::string& s) { std::cerr << s << std::endl; }
+
+// Measurements on a shared machine: run (and let every child inherit) a high
+// scheduling priority so that other work on the machine disturbs them less.
+void raise_priority(int nice) {
+  if (nice < -20 || nice > 19) throw InputError({"command line", 0, 0}, "--nice", "must be within -20..19");
+  errno = 0;
+  const int now = ::getpriority(PRIO_PROCESS, 0);
+  if (errno == 0 && now == nice) return;
+  if (::setpriority(PRIO_PROCESS, 0, nice) != 0)
+    std::cerr << fmt::format("note: cannot set scheduling priority {} ({}); measuring at {}\n", nice,
+                             std::strerror(errno), now);
+}
+
+}  // namespace
+
+int run_calibrate(const CalibrateArgs& a) {
+  validate::CalibrateOptions o;
+  o.backend = a.backend;
+  o.ranks.clear();
+  for (const auto& r : split(a.ranks)) {
+    int v = 0;
+    try {
+      v = std::stoi(r);
+    } catch (...) {
+      v = 0;
+    }
+    if (v < 1 || v > 64) throw InputError({"command line", 0, 0}, "--ranks", fmt::format("bad rank count '{}'", r));
+    o.ranks.push_back(v);
+  }
+  o.out = a.out;
+  o.raw_dir = a.raw_dir;
+  o.cluster = a.cluster;
+  o.microbench = a.microbench;
+  o.inputs = split(a.inputs);
+  o.threads = a.threads;
+  if (a.threads < 1) throw InputError({"command line", 0, 0}, "--threads", "must be >= 1");
+  if (!(a.budget_s > 0)) throw InputError({"command line", 0, 0}, "--budget-s", "must be > 0");
+  o.budget_s = a.budget_s;
+  o.max_bytes = parse_bytes(a.max_bytes, "--max-bytes").value();
+  if (o.max_bytes < 4096) throw InputError({"command line", 0, 0}, "--max-bytes", "must be at least 4 KiB");
+  o.quick = a.quick;
+  if (!a.netns_matrix.empty()) {
+    validate::ValidationMatrix m = validate::load_matrix(a.netns_matrix);
+    if (m.netns.namespaces.empty()) throw InputError({"command line", 0, 0}, "--netns", "the matrix has no netns section");
+    o.emulated = true;
+    o.netns = m.netns;
+    o.netns.port += 700;  // keep clear of the ports validate uses
+  }
+  o.log = log_line;
+  if (o.inputs.empty()) raise_priority(a.nice);
+  validate::CalibrateResult r = validate::run_calibration(o);
+  std::cout << r.yaml;
+  std::cerr << fmt::format("profile written to {} (fit diagnostics: {})\n", a.out,
+                           fs::path(a.out).replace_extension(".fit.json").string());
+  return 0;
+}
+
+int run_validate(const ValidateArgs& a) {
+  validate::ValidationMatrix m = a.file.empty()
+                                     ? validate::parse_matrix(load_yaml_string(validate::default_matrix_text(),
+                                                                               "<built-in localhost-default>"),
+                                                              ".")
+                                     : validate::load_matrix(a.file);
+  if (!a.profile.empty() && !fs::exists(a.profile))
+    throw InputError({"command line", 0, 0}, "--profile", fmt::format("profile '{}' not found", a.profile));
+  validate::ValidationOptions o;
+  o.profile = a.profile.empty() ? "" : fs::absolute(a.profile).string();
+  o.out_dir = a.out_dir;
+  o.exec_binary = a.exec_binary;
+  o.predict_only = a.predict_only;
+  o.case_timeout_s = a.case_timeout_s;
+  o.log = log_line;
+  if (a.profile.empty()) std::cerr << "note: no --profile: predictions use datasheet defaults (run dptwin calibrate)\n";
+  if (!a.predict_only) raise_priority(a.nice);
+  auto cases = validate::run_validation(m, o);
+  auto s = validate::summarize(cases, m.ranking_tie_pct);
+  const std::string table = validate::to_table(cases, s);
+  std::cout << table;
+  if (!a.out_dir.empty()) {
+    fs::create_directories(a.out_dir);
+    std::ofstream(fs::path(a.out_dir) / "validation.json")
+        << validate::to_json(m.name, a.profile, cases, s, m.ranking_tie_pct).dump(1) << "\n";
+    std::ofstream(fs::path(a.out_dir) / "validation.txt") << table;
+    std::cerr << fmt::format("results in {}/validation.json and validation.txt\n", a.out_dir);
+  }
+  for (const auto& c : cases)
+    if (c.status != "ok") return 1;
+  return 0;
+}
+
+ValidateCommands::ValidateCommands(CLI::App& app) {
+  calibrate_ = app.add_subcommand("calibrate", "run microbenchmarks on this machine and fit a device profile YAML");
+  register_options(*calibrate_, cargs_, calibrate_table());
+  validate_ = app.add_subcommand("validate", "run a matrix of real trainings, predict them, report the error");
+  register_options(*validate_, vargs_, validate_table());
+}
+
+bool ValidateCommands::parsed() const { return calibrate_->parsed() || validate_->parsed(); }
+
+int ValidateCommands::run() const {
+  if (calibrate_->parsed()) return run_calibrate(cargs_);
+  if (validate_->parsed()) return run_validate(vargs_);
+  return kExitInputError;
+}
+
+}  // namespace dptwin::apps

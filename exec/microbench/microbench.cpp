@@ -1,0 +1,453 @@
+// exec/microbench/microbench.cpp — `dptwin-microbench`: calibration microbenchmarks.
+//
+// Two modes, one JSON document each (schema "dptwin.microbench/1", read by
+// validate/profile_fit.hpp):
+//   --mode compute  one process: dense matmul by shape and precision (fp32,
+//                   bf16), batched matmul (attention), elementwise / layernorm /
+//                   softmax by size, per-op dispatch cost (plain and with
+//                   autograd), the autograd engine's fixed cost per backward,
+//                   AdamW step by parameter and tensor count, and memcpy.
+//   --mode comm     one rank of N (RANK/WORLD_SIZE + DPTWIN_STORE for gloo,
+//                   mpirun's environment for mpi): each collective of the exec
+//                   comm interface (allreduce, broadcast, reduce, allgather) by
+//                   message size; a parameter-server round (reduce to rank 0 +
+//                   broadcast) by size; compute while all N ranks compute at once
+//                   (core sharing); compute while an allreduce is in flight
+//                   (overlap slowdown). Rank 0 writes the document.
+// Every figure is the median of repetitions after a warm-up; the number of
+// repetitions adapts to a time budget per case (the same on every rank).
+// Threads per rank are pinned: OMP/OPENBLAS/MKL_NUM_THREADS and
+// torch::set_num_threads(--threads) (the process re-executes itself once when
+// the environment did not match, like dptwin-exec).
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "exec/comm.hpp"
+
+namespace {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+struct Args {
+  std::string mode = "compute";
+  std::string backend = "gloo";
+  int threads = 1;
+  double budget_s = 0.15;       // time budget per case (seconds of repetitions)
+  int min_reps = 3, max_reps = 50;
+  double min_bytes = 4096, max_bytes = 256.0 * 1024 * 1024;
+  std::string out;
+  bool quick = false;           // fewer shapes (tests)
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Median seconds of `fn` after two warm-up calls; repetitions fill `budget_s`.
+json time_local(const Args& a, const std::function<void()>& fn, int inner = 1) {
+  fn();
+  auto t0 = Clock::now();
+  fn();
+  const double est = std::max(seconds_since(t0), 1e-7);
+  const int reps = std::clamp(static_cast<int>(a.budget_s / est), a.min_reps, a.max_reps);
+  std::vector<double> xs;
+  xs.reserve(reps);
+  for (int r = 0; r < reps; ++r) {
+    auto t = Clock::now();
+    fn();
+    xs.push_back(seconds_since(t) / inner);
+  }
+  return {{"seconds", median(xs)}, {"reps", reps}, {"min_s", *std::min_element(xs.begin(), xs.end())}};
+}
+
+torch::ScalarType dtype_of(const std::string& d) { return d == "bf16" ? torch::kBFloat16 : torch::kFloat32; }
+int esize(const std::string& d) { return d == "bf16" ? 2 : 4; }
+
+void bench_compute(const Args& a, json& doc) {
+  json& rows = doc["compute"] = json::array();
+  torch::NoGradGuard ng;
+  auto add = [&](json row, const json& t) {
+    row.update(t);
+    rows.push_back(std::move(row));
+  };
+  // Dense matmul: (m x k) @ (k x n), plus the transposed-operand forms of backward.
+  std::vector<std::array<int64_t, 3>> mm;
+  const std::vector<int64_t> ms = a.quick ? std::vector<int64_t>{64, 512} : std::vector<int64_t>{32, 128, 512, 2048, 8192};
+  const std::vector<std::pair<int64_t, int64_t>> kn =
+      a.quick ? std::vector<std::pair<int64_t, int64_t>>{{128, 384}}
+              : std::vector<std::pair<int64_t, int64_t>>{{64, 192}, {128, 512}, {256, 256}, {768, 768}, {768, 3072}, {3072, 768}};
+  for (int64_t m : ms)
+    for (auto [k, n] : kn) mm.push_back({m, k, n});
+  for (std::string dt : {"fp32", "bf16"}) {
+    for (auto [m, k, n] : mm) {
+      const double flops = 2.0 * m * k * n;
+      if (flops > 4e10) continue;  // keep each case well under a second on one core
+      auto A = torch::randn({m, k}).to(dtype_of(dt)), B = torch::randn({k, n}).to(dtype_of(dt));
+      auto G = torch::randn({m, n}).to(dtype_of(dt));
+      const double bytes = static_cast<double>(m * k + k * n + m * n) * esize(dt);
+      add({{"op", "matmul"}, {"form", "nn"}, {"dtype", dt}, {"shape", {m, k, n}}, {"flops", flops}, {"bytes", bytes}},
+          time_local(a, [&] { auto c = torch::matmul(A, B); }));
+      // backward forms: dA = G B^T (m x n)(n x k), dB = A^T G (k x m)(m x n)
+      add({{"op", "matmul"}, {"form", "nt"}, {"dtype", dt}, {"shape", {m, n, k}}, {"flops", flops}, {"bytes", bytes}},
+          time_local(a, [&] { auto c = torch::matmul(G, B.t()); }));
+      add({{"op", "matmul"}, {"form", "tn"}, {"dtype", dt}, {"shape", {k, m, n}}, {"flops", flops}, {"bytes", bytes}},
+          time_local(a, [&] { auto c = torch::matmul(A.t(), G); }));
+    }
+    // Batched matmul as in attention: (b, t, d) @ (b, d, t) and (b, t, t) @ (b, t, d).
+    const std::vector<std::array<int64_t, 3>> bmm =
+        a.quick ? std::vector<std::array<int64_t, 3>>{{8, 64, 32}}
+                : std::vector<std::array<int64_t, 3>>{{8, 32, 32}, {16, 64, 32}, {48, 128, 64}, {48, 512, 64}, {96, 256, 64}};
+    for (auto [b, t, d] : bmm) {
+      auto Q = torch::randn({b, t, d}).to(dtype_of(dt)), K = torch::randn({b, d, t}).to(dtype_of(dt));
+      auto P = torch::randn({b, t, t}).to(dtype_of(dt)), V = torch::randn({b, t, d}).to(dtype_of(dt));
+      const double flops = 2.0 * b * t * t * d;
+      add({{"op", "batched_matmul"}, {"form", "qk"}, {"dtype", dt}, {"shape", {b, t, d}}, {"flops", flops},
+           {"bytes", static_cast<double>(2 * b * t * d + b * t * t) * esize(dt)}},
+          time_local(a, [&] { auto s = torch::bmm(Q, K); }));
+      add({{"op", "batched_matmul"}, {"form", "pv"}, {"dtype", dt}, {"shape", {b, t, d}}, {"flops", flops},
+           {"bytes", static_cast<double>(2 * b * t * d + b * t * t) * esize(dt)}},
+          time_local(a, [&] { auto o = torch::bmm(P, V); }));
+    }
+    // Memory-bound ops by size (elements); bytes = elements read + written.
+    const std::vector<int64_t> sizes = a.quick ? std::vector<int64_t>{1 << 12, 1 << 18}
+                                               : std::vector<int64_t>{1 << 10, 1 << 13, 1 << 16, 1 << 19, 1 << 22, 1 << 24};
+    for (int64_t n : sizes) {
+      auto x = torch::randn({n}).to(dtype_of(dt)), y = torch::randn({n}).to(dtype_of(dt));
+      const double e = esize(dt);
+      add({{"op", "elementwise"}, {"form", "add"}, {"dtype", dt}, {"elements", n}, {"bytes", 3.0 * n * e}},
+          time_local(a, [&] { auto z = x + y; }));
+      add({{"op", "elementwise"}, {"form", "mul_scalar"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
+          time_local(a, [&] { auto z = x * 0.5; }));
+      add({{"op", "elementwise"}, {"form", "tanh"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
+          time_local(a, [&] { auto z = torch::tanh(x); }));
+      const int64_t c = n >= 4096 ? 256 : 64;
+      auto r = x.view({n / c, c});
+      add({{"op", "layernorm"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
+          time_local(a, [&] { auto z = torch::layer_norm(r, {c}); }));
+      add({{"op", "softmax"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
+          time_local(a, [&] { auto z = torch::softmax(r, -1); }));
+    }
+  }
+  // Per-op dispatch: an in-place add on a one-element tensor (no autograd), and
+  // an op recorded by autograd; the fixed cost of one backward call.
+  {
+    auto t = torch::zeros({1});
+    const int inner = 200;
+    doc["dispatch"]["plain_s"] = time_local(a, [&] { for (int i = 0; i < inner; ++i) t.add_(1.0); }, inner)["seconds"];
+  }
+  {
+    torch::AutoGradMode on(true);
+    auto w = torch::ones({1}, torch::requires_grad());
+    const int inner = 100;
+    doc["dispatch"]["autograd_s"] =
+        time_local(a, [&] { auto y = w; for (int i = 0; i < inner; ++i) y = y * 1.0001; }, inner)["seconds"];
+    // backward through a chain of `inner` ops: per-node cost; through one op: fixed engine cost.
+    doc["dispatch"]["backward_chain_s"] = time_local(a, [&] {
+      auto y = w; for (int i = 0; i < inner; ++i) y = y * 1.0001; y.sum().backward(); }, inner)["seconds"];
+    doc["dispatch"]["backward_fixed_s"] = time_local(a, [&] { (w * 2.0).sum().backward(); })["seconds"];
+  }
+  // AdamW (torch::optim, as the trainer) by parameter count and tensor count.
+  json& opt = doc["optimizer"] = json::array();
+  const std::vector<std::pair<int64_t, int>> pc =
+      a.quick ? std::vector<std::pair<int64_t, int>>{{1 << 14, 4}}
+              : std::vector<std::pair<int64_t, int>>{{1 << 12, 1}, {1 << 14, 16}, {1 << 16, 64}, {1 << 18, 16},
+                                                     {1 << 20, 64}, {1 << 22, 16}, {1 << 24, 32}};
+  for (auto [numel, tensors] : pc) {
+    std::vector<torch::Tensor> ps;
+    for (int i = 0; i < tensors; ++i) {
+      auto p = torch::randn({numel / tensors}, torch::requires_grad());
+      p.mutable_grad() = torch::randn({numel / tensors});
+      ps.push_back(p);
+    }
+    torch::optim::AdamW adam(ps, torch::optim::AdamWOptions(1e-4).weight_decay(0.01));
+    json row = {{"params", numel}, {"tensors", tensors}};
+    row.update(time_local(a, [&] { adam.step(); }));
+    opt.push_back(row);
+  }
+  // The core-sharing probe of comm mode, alone (the reference of its factors).
+  {
+    auto A = torch::randn({512, 768}), B = torch::randn({768, 768});
+    auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20});
+    auto t1 = torch::zeros({1});
+    json& cc = doc["concurrency"];
+    cc["ranks"] = 1;
+    // The same loop form as comm mode's time_concurrent (total wall time / calls).
+    auto loop = [](const std::function<void()>& fn, int reps) {
+      fn();
+      auto t = Clock::now();
+      for (int r = 0; r < reps; ++r) fn();
+      return seconds_since(t) / reps;
+    };
+    cc["matmul_s"] = loop([&] { auto z = torch::matmul(A, B); }, 20);
+    cc["elementwise_s"] = loop([&] { auto z = x + y; }, 30);
+    cc["dispatch_s"] = loop([&] { for (int i = 0; i < 200; ++i) t1.add_(1.0); }, 20) / 200;
+  }
+  // Host memcpy (fusion-buffer copies, flattening for collectives).
+  json& cp = doc["memcpy"] = json::array();
+  for (int64_t n : {int64_t{1} << 16, int64_t{1} << 20, int64_t{1} << 23}) {
+    auto src = torch::randn({n}), dst = torch::empty({n});
+    json row = {{"bytes", 4.0 * n}};
+    row.update(time_local(a, [&] { dst.copy_(src); }));
+    cp.push_back(row);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// comm mode
+
+struct RankCtx {
+  std::unique_ptr<dptwin::exec::Communicator> comm;
+  int rank = 0, size = 1;
+};
+
+std::chrono::duration<double> kTimeout{300.0};
+
+// Max over ranks of a double.
+double allmax(RankCtx& c, double v) {
+  auto t = torch::full({1}, v, torch::kFloat64);
+  c.comm->allreduce(t, dptwin::exec::ReduceOp::Max)->wait(kTimeout);
+  return t.item<double>();
+}
+
+// Times a collective `fn` (returns its Work) on every rank: per repetition,
+// barrier, issue, wait; the repetition's time is the slowest rank's.
+json time_collective(const Args& a, RankCtx& c, const std::function<dptwin::exec::WorkPtr()>& fn) {
+  c.comm->barrier()->wait(kTimeout);
+  fn()->wait(kTimeout);
+  c.comm->barrier()->wait(kTimeout);
+  auto t0 = Clock::now();
+  fn()->wait(kTimeout);
+  const double est = allmax(c, std::max(seconds_since(t0), 1e-6));
+  const int reps = std::clamp(static_cast<int>(a.budget_s / est), a.min_reps, a.max_reps);
+  auto xs = torch::zeros({reps}, torch::kFloat64);
+  auto acc = xs.accessor<double, 1>();
+  for (int r = 0; r < reps; ++r) {
+    c.comm->barrier()->wait(kTimeout);
+    auto t = Clock::now();
+    fn()->wait(kTimeout);
+    acc[r] = seconds_since(t);
+  }
+  c.comm->allreduce(xs, dptwin::exec::ReduceOp::Max)->wait(kTimeout);
+  std::vector<double> v(xs.data_ptr<double>(), xs.data_ptr<double>() + reps);
+  return {{"seconds", median(v)}, {"reps", reps}, {"min_s", *std::min_element(v.begin(), v.end())}};
+}
+
+// Seconds per call of `fn` run on every rank at the same time (after a
+// barrier): the whole loop's wall time over its calls, the slowest rank's. A
+// loop, not per-call medians: with more ranks than cores the scheduler
+// time-slices whole calls, which per-call medians would hide.
+double time_concurrent(const Args& a, RankCtx& c, const std::function<void()>& fn, int reps) {
+  fn();
+  c.comm->barrier()->wait(kTimeout);
+  auto t = Clock::now();
+  for (int r = 0; r < reps; ++r) fn();
+  (void)a;
+  return allmax(c, seconds_since(t) / reps);
+}
+
+void bench_comm(const Args& a, RankCtx& c, json& doc) {
+  json& rows = doc["collectives"] = json::array();
+  std::vector<double> sizes;
+  for (double b = a.min_bytes; b <= a.max_bytes * 1.0001; b *= 4) sizes.push_back(b);
+  const int n = c.size;
+  for (double bytes : sizes) {
+    const int64_t numel = static_cast<int64_t>(bytes / 4);
+    auto buf = torch::ones({numel});
+    auto piece = torch::ones({std::max<int64_t>(numel / n, 1)});
+    auto gathered = torch::empty({piece.numel() * n});
+    auto rec = [&](const char* kind, json t) {
+      json row = {{"kind", kind}, {"backend", c.comm->backend()}, {"ranks", n}, {"bytes", bytes}};
+      row.update(t);
+      rows.push_back(row);
+      if (c.rank == 0) std::cerr << fmt::format("  {} {} ranks {} {:>10.0f} B: {:.6f} s\n", kind, c.comm->backend(), n, bytes, row["seconds"].get<double>());
+    };
+    rec("allreduce", time_collective(a, c, [&] { return c.comm->allreduce(buf); }));
+    if (bytes > a.max_bytes / 4 + 1) continue;  // the rooted kinds up to max/4 keep calibration short
+    rec("broadcast", time_collective(a, c, [&] { return c.comm->broadcast(buf, 0); }));
+    rec("reduce", time_collective(a, c, [&] { return c.comm->reduce(buf, 0); }));
+    rec("allgather", time_collective(a, c, [&] { return c.comm->allgather(piece, gathered); }));
+    // Parameter-server round: gradients reduced onto rank 0, parameters broadcast back.
+    rec("ps_round", time_collective(a, c, [&] {
+          c.comm->reduce(buf, 0)->wait(kTimeout);
+          return c.comm->broadcast(buf, 0);
+        }));
+  }
+  // Core sharing: the same compute on every rank at once.
+  {
+    torch::NoGradGuard ng;
+    auto A = torch::randn({512, 768}), B = torch::randn({768, 768});
+    auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20});
+    auto t1 = torch::zeros({1});
+    json& cc = doc["concurrency"];
+    cc["ranks"] = n;
+    cc["matmul_s"] = time_concurrent(a, c, [&] { auto z = torch::matmul(A, B); }, 20);
+    cc["matmul_flops"] = 2.0 * 512 * 768 * 768;
+    cc["elementwise_s"] = time_concurrent(a, c, [&] { auto z = x + y; }, 30);
+    cc["elementwise_bytes"] = 3.0 * 4 * (1 << 20);
+    cc["dispatch_s"] = time_concurrent(a, c, [&] { for (int i = 0; i < 200; ++i) t1.add_(1.0); }, 20) / 200;
+  }
+  // Overlap: matmuls while a large allreduce is in flight vs alone.
+  if (n > 1) {
+    torch::NoGradGuard ng;
+    auto A = torch::randn({256, 768}), B = torch::randn({768, 768});
+    auto buf = torch::ones({int64_t{16} << 20 >> 2});  // 16 MiB
+    auto one = [&] { auto z = torch::matmul(A, B); };
+    one();
+    auto t0 = Clock::now();
+    for (int i = 0; i < 5; ++i) one();
+    const double per = allmax(c, seconds_since(t0) / 5);
+    c.comm->barrier()->wait(kTimeout);
+    t0 = Clock::now();
+    c.comm->allreduce(buf)->wait(kTimeout);
+    const double comm_s = allmax(c, seconds_since(t0));
+    const int k = std::clamp(static_cast<int>(0.8 * comm_s / per), 2, 400);
+    std::vector<double> alone, with;
+    for (int rep = 0; rep < 3; ++rep) {
+      c.comm->barrier()->wait(kTimeout);
+      t0 = Clock::now();
+      for (int i = 0; i < k; ++i) one();
+      alone.push_back(seconds_since(t0));
+      c.comm->barrier()->wait(kTimeout);
+      auto w = c.comm->allreduce(buf);
+      t0 = Clock::now();
+      for (int i = 0; i < k; ++i) one();
+      with.push_back(seconds_since(t0));
+      w->wait(kTimeout);
+    }
+    doc["overlap"] = {{"compute_alone_s", allmax(c, median(alone))}, {"compute_with_comm_s", allmax(c, median(with))},
+                      {"comm_alone_s", comm_s}, {"matmuls", k}};
+  }
+}
+
+int env_int(const char* a, const char* b, int dflt) {
+  if (const char* v = std::getenv(a)) return std::atoi(v);
+  if (const char* v = std::getenv(b)) return std::atoi(v);
+  return dflt;
+}
+
+void pin_threads(int threads, char** argv) {
+  const std::string t = std::to_string(threads);
+  bool mismatch = false;
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    const char* cur = std::getenv(var);
+    if (!cur || t != cur) {
+      mismatch = true;
+      ::setenv(var, t.c_str(), 1);
+    }
+  }
+  if (mismatch && !std::getenv("DPTWIN_REEXEC")) {
+    ::setenv("DPTWIN_REEXEC", "1", 1);
+    ::execv("/proc/self/exe", argv);
+  }
+  torch::set_num_threads(threads);
+  torch::set_num_interop_threads(1);
+}
+
+const char* kHelp =
+    "dptwin-microbench: calibration microbenchmarks (one JSON document)\n"
+    "  --mode compute|comm     compute: one process; comm: one rank of a launched group\n"
+    "  --backend gloo|mpi      comm backend (comm mode)\n"
+    "  --threads N             intra-op threads (default 1)\n"
+    "  --budget-s S            seconds of repetitions per case (default 0.15)\n"
+    "  --min-bytes B --max-bytes B   collective message sizes, x4 steps (default 4096 .. 268435456)\n"
+    "  --quick                 a few shapes only (tests)\n"
+    "  --out FILE              output JSON (default stdout)\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args a;
+  try {
+    for (int i = 1; i < argc; ++i) {
+      std::string k = argv[i];
+      auto val = [&]() -> std::string {
+        if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
+        return argv[++i];
+      };
+      if (k == "--help" || k == "-h") {
+        std::cout << kHelp;
+        return 0;
+      } else if (k == "--mode") a.mode = val();
+      else if (k == "--backend") a.backend = val();
+      else if (k == "--threads") a.threads = std::stoi(val());
+      else if (k == "--budget-s") a.budget_s = std::stod(val());
+      else if (k == "--min-bytes") a.min_bytes = std::stod(val());
+      else if (k == "--max-bytes") a.max_bytes = std::stod(val());
+      else if (k == "--out") a.out = val();
+      else if (k == "--quick") a.quick = true;
+      else throw std::invalid_argument("unknown option '" + k + "'");
+    }
+    if (a.mode != "compute" && a.mode != "comm") throw std::invalid_argument("--mode must be compute or comm");
+    if (a.backend != "gloo" && a.backend != "mpi") throw std::invalid_argument("--backend must be gloo or mpi");
+    if (a.threads < 1 || a.budget_s <= 0 || a.min_bytes < 4 || a.max_bytes < a.min_bytes)
+      throw std::invalid_argument("--threads, --budget-s, --min-bytes/--max-bytes out of range");
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n" << kHelp;
+    return 2;
+  }
+  pin_threads(a.threads, argv);
+  json doc = {{"schema", "dptwin.microbench/1"}, {"mode", a.mode}, {"threads", a.threads}};
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  doc["host"] = host;
+  doc["cores"] = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
+  try {
+    bool write = true;
+    if (a.mode == "compute") {
+      doc["ranks"] = 1;
+      bench_compute(a, doc);
+    } else {
+      RankCtx c;
+      if (a.backend == "mpi") {
+        if (!dptwin::exec::mpi_available()) throw std::runtime_error("this build has no MPI");
+        c.comm = dptwin::exec::make_mpi_communicator();
+      } else {
+        const char* store = std::getenv("DPTWIN_STORE");
+        if (!store) throw std::runtime_error("gloo: set DPTWIN_STORE=file:PATH (and RANK, WORLD_SIZE)");
+        c.comm = dptwin::exec::make_gloo_communicator(store, env_int("RANK", "OMPI_COMM_WORLD_RANK", 0),
+                                                      env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1), kTimeout);
+      }
+      c.rank = c.comm->rank();
+      c.size = c.comm->size();
+      doc["ranks"] = c.size;
+      doc["backend"] = a.backend;
+      bench_comm(a, c, doc);
+      c.comm->barrier()->wait(kTimeout);
+      write = c.rank == 0;
+      c.comm.reset();
+      if (a.backend == "mpi") dptwin::exec::mpi_finalize();
+    }
+    if (write) {
+      if (a.out.empty()) {
+        std::cout << doc.dump(1) << "\n";
+      } else {
+        std::ofstream f(a.out + ".tmp");
+        f << doc.dump(1) << "\n";
+        f.close();
+        std::rename((a.out + ".tmp").c_str(), a.out.c_str());
+      }
+    }
+  } catch (const std::exception& e) {
+    std::cerr << "dptwin-microbench: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

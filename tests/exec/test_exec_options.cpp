@@ -1,0 +1,132 @@
+// tests/exec/test_exec_options.cpp — the declarative option table and its parser.
+#include <doctest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "exec/launcher.hpp"
+#include "exec/options.hpp"
+
+using namespace dptwin;
+using namespace dptwin::exec;
+
+namespace {
+
+ExecOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "dptwin-exec");
+  std::vector<const char*> argv;
+  for (const auto& a : args) argv.push_back(a.c_str());
+  return parse_exec_options(static_cast<int>(argv.size()), argv.data());
+}
+
+std::string error_of(std::vector<std::string> args) {
+  try {
+    parse(std::move(args));
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("option table: unique long flags, help text, every field reachable") {
+  std::set<std::string> flags;
+  for (const auto& row : exec_option_table()) {
+    const std::string f = row.flag;
+    CHECK_MESSAGE(f.rfind("--", 0) == 0, f);
+    CHECK_MESSAGE(flags.insert(f).second, "duplicate flag " << f);
+    CHECK_MESSAGE(std::string(row.help).size() > 5, f);
+    for (char c : f.substr(2)) CHECK_MESSAGE((std::islower(c) || std::isdigit(c) || c == '-'), f);
+  }
+  CHECK(flags.size() == exec_option_table().size());
+  // Every table row parses a value back into its field: to_args(defaults changed) round-trips.
+  ExecOptions o;
+  o.strategy = "horovod+amp";
+  o.np = 4;
+  o.backend = "mpi";
+  o.micro_batch = 3;
+  o.lr = 1.25e-3;
+  o.broadcast_buffers = false;
+  o.double_step = true;
+  o.synthetic_tokens = 4096;
+  o.out = "r.json";
+  std::vector<std::string> args = to_args(o);
+  const ExecOptions back = parse(args);
+  CHECK(back.strategy == "horovod+amp");
+  CHECK(back.np == 4);
+  CHECK(back.backend == "mpi");
+  CHECK(back.micro_batch == 3);
+  CHECK(back.lr == doctest::Approx(1.25e-3));
+  CHECK_FALSE(back.broadcast_buffers);
+  CHECK(back.double_step);
+  CHECK(back.synthetic_tokens == 4096);
+  CHECK(back.out == "r.json");
+  CHECK(to_args(back) == args);
+}
+
+TEST_CASE("defaults and strategy-derived amp") {
+  const auto d = parse({});
+  CHECK(d.strategy == "dps");
+  CHECK(d.bucket_cap_mb == 25.0);
+  CHECK(d.first_bucket_mb == 1.0);
+  CHECK(d.fusion_threshold_mb == 128.0);
+  CHECK(d.cycle_time_ms == 1.0);
+  CHECK(resolved_amp(d) == "none");
+  CHECK(resolved_amp(parse({"--strategy", "dps+amp"})) == "o2");
+  CHECK(resolved_amp(parse({"--strategy", "horovod+amp"})) == "o1");
+  CHECK(resolved_amp(parse({"--strategy", "horovod+amp", "--amp", "o2"})) == "o2");
+  CHECK(resolved_amp(parse({"--precision", "bf16"})) == "o1");
+  CHECK(resolved_half_dtype(parse({"--strategy", "dps+amp"})) == "bf16");
+  CHECK(strategy_kind(parse({"--strategy", "dps+amp"})) == StrategyKind::Dps);
+  CHECK(strategy_kind(parse({"--strategy", "horovod+amp"})) == StrategyKind::Horovod);
+  CHECK(comm_backend(parse({"--backend", "mpi"})) == CommBackend::Mpi);
+}
+
+TEST_CASE("bad input names the flag") {
+  CHECK(error_of({"--strategy", "zero"}).find("--strategy") != std::string::npos);
+  CHECK(error_of({"--np", "0"}).find("--np") != std::string::npos);
+  CHECK(error_of({"--strategy", "single", "--np", "2"}).find("--np") != std::string::npos);
+  CHECK(error_of({"--model", "gpt5"}).find("unknown GPT-2 preset 'gpt5'") != std::string::npos);
+  CHECK(error_of({"--model", "tiny", "--seq-len", "4096"}).find("--seq-len") != std::string::npos);
+  CHECK(error_of({"--steps", "3", "--warmup-steps", "3"}).find("--warmup-steps") != std::string::npos);
+  CHECK(error_of({"--precision", "fp16", "--amp", "o1"}).find("needs CUDA") != std::string::npos);
+  CHECK(error_of({"--double-step"}).find("--double-step") != std::string::npos);
+  CHECK(error_of({"--resume"}).find("--checkpoint-dir") != std::string::npos);
+  CHECK(error_of({"--no-such-flag"}).find("no-such-flag") != std::string::npos);
+  CHECK(error_of({"--fault", "explode"}).find("--fault") != std::string::npos);
+  CHECK(error_of({"--micro-batch", "x"}).find("--micro-batch") != std::string::npos);
+}
+
+TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
+  ExecOptions o = parse({"--np", "3", "--threads", "2", "--backend", "gloo"});
+  auto specs = plan_launch(o, {"--np", "3"}, "/bin/worker", "/tmp/x");
+  REQUIRE(specs.size() == 3);
+  auto env_of = [](const ProcessSpec& s, const std::string& k) {
+    for (const auto& [key, v] : s.env)
+      if (key == k) return v;
+    return std::string();
+  };
+  for (int r = 0; r < 3; ++r) {
+    CHECK(specs[r].argv[0] == "/bin/worker");
+    CHECK(env_of(specs[r], "RANK") == std::to_string(r));
+    CHECK(env_of(specs[r], "WORLD_SIZE") == "3");
+    CHECK(env_of(specs[r], "OMP_NUM_THREADS") == "2");
+    CHECK(env_of(specs[r], "OPENBLAS_NUM_THREADS") == "2");
+    CHECK(env_of(specs[r], "DPTWIN_STORE") == "file:/tmp/x/store");
+  }
+  o = parse({"--np", "64", "--backend", "mpi"});
+  specs = plan_launch(o, {"--np", "64"}, "/bin/worker", "/tmp/x");
+  REQUIRE(specs.size() == 1);
+  const auto& a = specs[0].argv;
+  CHECK(a[0] == "mpirun");
+  CHECK(a[2] == "64");
+  CHECK(std::find(a.begin(), a.end(), "--oversubscribe") != a.end());  // 64 > cores here
+  CHECK(std::find(a.begin(), a.end(), "/bin/worker") != a.end());
+  o = parse({"--np", "4", "--backend", "fake"});
+  CHECK(plan_launch(o, {}, "/bin/worker", "/tmp/x").size() == 1);  // ranks are threads
+}

@@ -1,0 +1,117 @@
+// tests/exec/test_exec_process.cpp — process supervision, result statistics and JSON.
+#include <doctest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+
+#include "exec/process.hpp"
+#include "exec/result.hpp"
+
+using namespace dptwin::exec;
+
+namespace {
+
+ProcessSpec sh(const std::string& script, const std::string& label) { return {{"/bin/sh", "-c", script}, {}, label}; }
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+TEST_CASE("process group: all succeed, environment is passed") {
+  ProcessSpec s = sh("test \"$RANK\" = 7", "rank 7");
+  s.env = {{"RANK", "7"}};
+  const auto out = run_process_group({s, sh("exit 0", "rank 1")}, 10);
+  CHECK(out.ok);
+  CHECK(out.failure.empty());
+}
+
+TEST_CASE("process group: a dead rank brings the others down quickly with its name") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = run_process_group({sh("sleep 30", "rank 0"), sh("sleep 0.2; kill -9 $$", "rank 1"),
+                                      sh("sleep 30", "rank 2")},
+                                     60, /*grace_s=*/1);
+  CHECK(seconds_since(t0) < 5);
+  CHECK_FALSE(out.ok);
+  CHECK(out.failure.find("rank 1") != std::string::npos);
+  CHECK(out.failure.find("signal 9") != std::string::npos);
+  CHECK(out.results[0].killed_by_us);
+  CHECK(out.results[2].killed_by_us);
+}
+
+TEST_CASE("process group: non-zero exit and a process that ignores SIGTERM") {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = run_process_group({sh("trap '' TERM; sleep 30", "stubborn"), sh("exit 3", "rank 1")}, 60, 0.5);
+  CHECK(seconds_since(t0) < 5);
+  CHECK(out.failure == "rank 1 (pid " + std::to_string(out.results[1].pid) + ") exited with code 3");
+  CHECK(out.results[0].signal == SIGKILL);
+}
+
+TEST_CASE("process group: timeout") {
+  const auto out = run_process_group({sh("sleep 30", "rank 0")}, 0.3, 0.5);
+  CHECK(out.timed_out);
+  CHECK_FALSE(out.ok);
+  CHECK(out.failure.find("did not finish") != std::string::npos);
+}
+
+TEST_CASE("stats: median, quantiles, stdev") {
+  const Stats s = compute_stats({4, 1, 3, 2, 5});
+  CHECK(s.n == 5);
+  CHECK(s.median == 3);
+  CHECK(s.min == 1);
+  CHECK(s.max == 5);
+  CHECK(s.mean == 3);
+  CHECK(s.p10 == doctest::Approx(1.4));  // linear interpolation: 1 + 0.4·(2 - 1)
+  CHECK(s.p90 == doctest::Approx(4.6));
+  CHECK(s.stdev == doctest::Approx(std::sqrt(2.5)));  // sample stdev of 1..5
+  CHECK(compute_stats({}).n == 0);
+}
+
+TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per rank and stream") {
+  auto rank = [](int r, double slow) {
+    RankReport rep;
+    rep.rank = r;
+    rep.peak_rss_bytes = 100 + r;
+    rep.param_checksum = 42;
+    for (int s = 0; s < 4; ++s) {
+      rep.steps.push_back({s, 5.0 - s + r, 1e-3, 1.0, false});
+      const int64_t t0 = s * 1000000000LL;
+      const int64_t len = static_cast<int64_t>((s == 0 ? 9.0 : 1.0 + slow) * 1e8);
+      rep.spans.push_back({"step", "compute", s, -1, t0, t0 + len, 0});
+      rep.spans.push_back({"forward", "compute", s, -1, t0, t0 + len / 2, 0});
+      rep.spans.push_back({"allreduce.bucket0", "comm", s, t0, t0 + 10, t0 + 1000010, 4096});
+    }
+    return rep;
+  };
+  RunInfo info;
+  info.world = 2;
+  info.warmup_steps = 1;
+  info.tokens_per_step = 1000;
+  const auto j = make_result(info, {rank(0, 0.0), rank(1, 0.5)});
+  CHECK(j["schema"] == "dptwin.exec.result/1");
+  const auto& s = j["summary"];
+  CHECK(s["measured_steps"] == 3);
+  CHECK(s["step_time_s"]["median"].get<double>() == doctest::Approx(0.15));  // rank 1: (1 + 0.5)·0.1 s
+  CHECK(s["tokens_per_s"].get<double>() == doctest::Approx(1000 / 0.15));
+  CHECK(s["peak_rss_bytes"] == 101);
+  CHECK(s["replicas_identical"] == true);
+  CHECK(j["steps"][2]["loss"].get<double>() == doctest::Approx(3.5));  // mean of ranks: (3 + 4) / 2
+  CHECK(j["steps"][0]["measured"] == false);
+  CHECK(j["steps"][1]["ranks"][0]["comm_bytes"] == 4096);
+  CHECK(j["comm_ops"].size() == 8);
+  const auto t = make_chrome_trace({rank(0, 0), rank(1, 0)});
+  int comm = 0, compute = 0;
+  for (const auto& e : t["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    (e["tid"] == 1 ? comm : compute) += 1;
+    CHECK((e["pid"] == 0 || e["pid"] == 1));
+  }
+  CHECK(comm == 8);
+  CHECK(compute == 8);  // forward spans; "step" spans are not drawn
+  // Reports survive the JSON trip between ranks.
+  const auto back = rank_report_from_json(to_json(rank(1, 0.5)));
+  CHECK(back.spans.size() == 12);
+  CHECK(back.steps[3].loss == doctest::Approx(3.0));
+}

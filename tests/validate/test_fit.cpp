@@ -1,0 +1,107 @@
+// Fits recover known parameters from synthetic data (validate/profile_fit.hpp).
+#include <doctest.h>
+
+#include <cmath>
+
+#include "topology/cluster.hpp"
+#include "validate/profile_fit.hpp"
+
+using namespace dptwin;
+using namespace dptwin::validate;
+
+TEST_CASE("efficiency curve: recovers max and half_work at a fixed peak") {
+  // t = launch + w / (peak · max · w/(w+h)) with peak 100 GFLOP/s, max 0.6, h 2e7, launch 5 us.
+  const double peak = 100e9, mx = 0.6, h = 2e7, launch = 5e-6;
+  std::vector<WorkSample> s;
+  for (double w = 1e5; w <= 1e11; w *= 3) s.push_back({w, launch + w / (peak * mx * w / (w + h))});
+  CurveFit f = fit_efficiency_curve(s, launch, peak, false);
+  CHECK(f.curve.max == doctest::Approx(mx).epsilon(1e-6));
+  CHECK(f.curve.half_work == doctest::Approx(h).epsilon(1e-6));
+  CHECK(f.peak == peak);
+  CHECK(f.rms_rel_error < 1e-9);
+}
+
+TEST_CASE("efficiency curve: a measured rate above the datasheet raises the peak") {
+  // The data run at 250 GFLOP/s asymptotically but the datasheet says 100: with
+  // fit_peak the peak becomes 250/0.9 so that max = 0.9; the times are unchanged.
+  std::vector<WorkSample> s;
+  for (double w = 1e6; w <= 1e10; w *= 4) s.push_back({w, w / (250e9 * w / (w + 1e6))});
+  CurveFit f = fit_efficiency_curve(s, 0, 100e9, true, 0.9);
+  CHECK(f.curve.max == doctest::Approx(0.9));
+  CHECK(f.peak == doctest::Approx(250e9 / 0.9).epsilon(1e-6));
+  CHECK(f.curve.half_work == doctest::Approx(1e6).epsilon(1e-6));
+  // Without fit_peak the efficiency is clamped to 1 and the fit is worse.
+  CurveFit g = fit_efficiency_curve(s, 0, 100e9, false);
+  CHECK(g.curve.max == 1.0);
+  CHECK(g.rms_rel_error > 0.5);
+}
+
+namespace {
+CommSample synth(double bytes, double alpha, double factor) {
+  CommSample s;
+  s.bytes = bytes;
+  s.steps = 6;                // e.g. a 4-rank ring allreduce: 2(n-1) steps
+  s.latency_s = 6 * 1e-6;     // 1 us per step at datasheet figures
+  s.transfer_s = bytes * 1.5 / 8e9;  // 2(n-1)/n · S / 8 GB/s
+  s.seconds = s.latency_s + 6 * alpha + s.transfer_s / factor;
+  return s;
+}
+}  // namespace
+
+TEST_CASE("comm regimes: two size regimes are found and recovered") {
+  // Small messages (<= 1 MiB): 20 us per step, 0.5 x the datasheet bandwidth;
+  // large ones: 150 us per step, 0.12 x (a 64 MiB allreduce several times slower per byte).
+  std::vector<CommSample> s;
+  for (double b = 4096; b <= 256.0 * 1024 * 1024; b *= 4)
+    s.push_back(b <= 1024.0 * 1024 ? synth(b, 20e-6, 0.5) : synth(b, 150e-6, 0.12));
+  RegimeFit f = fit_comm_regimes(s);
+  REQUIRE(f.regimes.size() == 2);
+  CHECK(f.regimes[0].alpha.seconds() == doctest::Approx(20e-6).epsilon(1e-3));
+  CHECK(f.regimes[0].bandwidth_factor == doctest::Approx(0.5).epsilon(1e-3));
+  CHECK(f.regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3));
+  CHECK(f.regimes[1].bandwidth_factor == doctest::Approx(0.12).epsilon(1e-3));
+  // The boundary lies between the last small (1 MiB) and the first large (4 MiB) size.
+  CHECK(f.regimes[0].up_to > 1024.0 * 1024);
+  CHECK(f.regimes[0].up_to < 4.0 * 1024 * 1024);
+  CHECK(f.regimes[1].up_to == 0);
+  CHECK(f.rms_rel_error < 1e-6);
+}
+
+TEST_CASE("comm regimes: one regime when the data show one") {
+  std::vector<CommSample> s;
+  for (double b = 4096; b <= 64.0 * 1024 * 1024; b *= 4) {
+    CommSample x = synth(b, 30e-6, 0.4);
+    x.seconds *= (static_cast<int>(std::log2(b)) % 2 ? 1.02 : 0.98);  // +-2% noise
+    s.push_back(x);
+  }
+  RegimeFit f = fit_comm_regimes(s);
+  CHECK(f.regimes.size() == 1);
+  CHECK(f.regimes[0].bandwidth_factor == doctest::Approx(0.4).epsilon(0.05));
+  CHECK(f.regimes[0].alpha.seconds() == doctest::Approx(30e-6).epsilon(0.1));
+}
+
+TEST_CASE("nominal decomposition on localhost-cpu: 2-rank ring allreduce") {
+  // localhost-cpu: per-rank shared-memory copy 10 GB/s x 0.8 = 8 GB/s, shared 32 GB/s.
+  // Ring on 2 ranks: 2 steps, each moving S/2 per rank at 8 GB/s => transfer S / 8e9;
+  // hop latency: 1 us split over the two rank hops => 1 us per step.
+  auto topo = topology::build_topology(topology::load_cluster_preset("localhost-cpu"), 2);
+  CommSample s = nominal_comm(topo, sim::CollectiveKind::AllReduce, sim::Algorithm::Ring, 2, 8e6, 0.01);
+  CHECK(s.steps == 2);
+  CHECK(s.transfer_s == doctest::Approx(8e6 / 8e9).epsilon(1e-3));
+  CHECK(s.latency_s == doctest::Approx(2e-6).epsilon(1e-3));
+}
+
+TEST_CASE("efficiency table: a rate that rises then falls (cache) is recovered") {
+  // 50 GFLOP/s at 1e5 FLOPs, 100 at 1e7 (in cache), 50 at 1e9 (out of cache); peak
+  // fitted as 100/0.95. Per bin the median efficiency at the bin's work.
+  std::vector<WorkSample> s{{1e5, 1e5 / 50e9}, {1e7, 1e7 / 100e9}, {1e9, 1e9 / 50e9}};
+  CurveFit f = fit_efficiency_table(s, 0, 1e11, true, 0.95);
+  CHECK(f.peak == doctest::Approx(100e9 / 0.95));
+  REQUIRE(f.curve.table.size() == 3);
+  CHECK(f.curve.at(1e7) == doctest::Approx(0.95));
+  CHECK(f.curve.at(1e9) == doctest::Approx(0.475));
+  CHECK(f.curve.at(1e11) == doctest::Approx(0.475));  // held beyond the end
+  // Halfway in log(work) between 1e7 and 1e9: halfway between 0.95 and 0.475.
+  CHECK(f.curve.at(1e8) == doctest::Approx(0.7125));
+  CHECK(f.rms_rel_error < 1e-9);
+}

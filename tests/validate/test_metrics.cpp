@@ -1,0 +1,65 @@
+// MAPE, worst case and Kendall tau arithmetic (validate/metrics.hpp, validation.hpp).
+#include <doctest.h>
+
+#include "validate/metrics.hpp"
+#include "validate/validation.hpp"
+
+using namespace dptwin::validate;
+
+TEST_CASE("MAPE and worst case") {
+  // errors: +10%, -20%, 0% => MAPE 10%, worst 20%.
+  std::vector<double> m{1.0, 2.0, 4.0}, p{1.1, 1.6, 4.0};
+  CHECK(mape_pct(p, m) == doctest::Approx(10.0));
+  CHECK(worst_pct(p, m) == doctest::Approx(20.0));
+  CHECK(error_pct(1.1, 1.0) == doctest::Approx(10.0));
+  CHECK(mape_pct({}, {}) == 0);
+}
+
+TEST_CASE("Kendall tau: identical, reversed, one swap, groups") {
+  std::vector<double> a{1, 2, 3, 4};
+  CHECK(kendall(a, a).tau() == 1.0);
+  CHECK(kendall(a, {4, 3, 2, 1}).tau() == -1.0);
+  // One adjacent swap among 4 items: 6 pairs, 5 concordant, 1 discordant => (5-1)/6.
+  RankAgreement r = kendall(a, {1, 3, 2, 4});
+  CHECK(r.concordant == 5);
+  CHECK(r.discordant == 1);
+  CHECK(r.tau() == doctest::Approx(4.0 / 6.0));
+  // Groups {0,1} and {2,3}: only 2 pairs compared; the second is reversed => tau 0.
+  RankAgreement g = kendall(a, {1, 2, 4, 3}, {0, 0, 1, 1});
+  CHECK(g.concordant == 1);
+  CHECK(g.discordant == 1);
+  CHECK(g.tau() == 0.0);
+  // Ties count in the denominator: (1 - 0) / 2.
+  CHECK(kendall({1, 1, 2}, {1, 2, 3}, {0, 0, 1}).tau() == 0.0);
+  CHECK(kendall({1, 2, 5}, {1, 1, 3}).tau() == doctest::Approx(2.0 / 3.0));
+}
+
+TEST_CASE("summary: ranking within configurations, measured near-ties are ties") {
+  auto mk = [](const char* strat, int ranks, double pred, double meas) {
+    CaseOutcome c;
+    c.c.strategy = strat;
+    c.c.ranks = ranks;
+    c.predicted_step_s = pred;
+    c.measured_step_s = meas;
+    return c;
+  };
+  // ranks 2: dps < horovod < sps measured and predicted (3 concordant pairs);
+  // ranks 4: dps and horovod measured within 2% (a tie at 3%) but predicted reversed.
+  std::vector<CaseOutcome> cs{mk("dps", 2, 1.0, 1.1),  mk("horovod", 2, 1.2, 1.3), mk("sps", 2, 2.0, 2.2),
+                              mk("dps", 4, 1.5, 1.50), mk("horovod", 4, 1.4, 1.52)};
+  ValidationSummary s = summarize(cs, 3.0);
+  CHECK(s.cases == 5);
+  CHECK(s.concordant == 3);
+  CHECK(s.discordant == 0);
+  CHECK(s.ties == 1);
+  CHECK(s.ranking_correct);
+  CHECK(s.kendall_tau == doctest::Approx(0.75));
+  // With no tie band the ranks-4 pair is discordant.
+  ValidationSummary strict = summarize(cs, 0.0);
+  CHECK(strict.discordant == 1);
+  CHECK_FALSE(strict.ranking_correct);
+  // Worst case: the first case, -9.1%... the horovod x4 case, -7.9%, ... compute: errors
+  // 1.0/1.1 -9.09, 1.2/1.3 -7.69, 2/2.2 -9.09, 0, 1.4/1.52 -7.89 => worst 9.09 (first in order).
+  CHECK(s.worst_pct == doctest::Approx(100.0 / 11.0));
+  CHECK(s.worst_case == cs[0].c.label());
+}

@@ -1,0 +1,155 @@
+// The profile YAML round trip, and the simulator consuming a fitted profile:
+// size regimes of collectives, core sharing (sim/device_profile.hpp, sim/collectives.hpp).
+#include <doctest.h>
+
+#include "core/error.hpp"
+#include "sim/simulate.hpp"
+#include "topology/cluster.hpp"
+#include "validate/profile_fit.hpp"
+#include "validate/validation.hpp"
+
+using namespace dptwin;
+using namespace dptwin::validate;
+
+namespace {
+sim::DeviceProfile sample_profile() {
+  sim::DeviceProfile p = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  p.spec.fp32_peak = FlopRate(123.4e9);
+  p.spec.bf16_peak = FlopRate(234.5e9);
+  p.spec.memory_bandwidth = Bandwidth(17.5e9);
+  p.matmul = {0.8, 3.2e6};
+  p.batched_matmul = {0.55, 1.5e6};
+  p.memory = {0.7, 2.5e4};
+  p.launch_overhead = Time::from_seconds(6.25e-6);
+  p.step_overhead = Time::from_seconds(40e-6);
+  p.overlap_slowdown = 0.15;
+  p.optimizer_kernels_per_tensor = 7;
+  p.host_memcpy = Bandwidth(9e9);
+  p.host_sharing = {{1, 1.0}, {2, 1.1}, {4, 2.2}};
+  sim::CommCalibration t;
+  t.collective = "allreduce";
+  t.ranks = 2;
+  t.regimes = {{1048576 * 2, Time::from_seconds(20e-6), 0.5}, {0, Time::from_seconds(150e-6), 0.12}};
+  p.network.push_back(t);
+  return p;
+}
+}  // namespace
+
+TEST_CASE("profile YAML round trip") {
+  sim::DeviceProfile p = sample_profile();
+  const std::string y = profile_yaml(p, "rt", "test", "gloo");
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(y, "rt.yaml"), q);
+  CHECK(q.spec.fp32_peak.value() == doctest::Approx(p.spec.fp32_peak.value()).epsilon(1e-5));
+  CHECK(q.spec.bf16_peak.value() == doctest::Approx(p.spec.bf16_peak.value()).epsilon(1e-5));
+  CHECK(q.spec.memory_bandwidth.value() == doctest::Approx(p.spec.memory_bandwidth.value()).epsilon(1e-5));
+  CHECK(q.matmul.max == doctest::Approx(0.8));
+  CHECK(q.matmul.half_work == doctest::Approx(3.2e6));
+  CHECK(q.batched_matmul.half_work == doctest::Approx(1.5e6));
+  CHECK(q.memory.max == doctest::Approx(0.7));
+  CHECK(q.launch_overhead.seconds() == doctest::Approx(6.25e-6).epsilon(1e-3));
+  CHECK(q.step_overhead.seconds() == doctest::Approx(40e-6).epsilon(1e-3));
+  CHECK(q.overlap_slowdown == doctest::Approx(0.15));
+  CHECK(q.optimizer_kernels_per_tensor == 7);
+  CHECK(q.host_memcpy.value() == doctest::Approx(9e9));
+  REQUIRE(q.host_sharing.size() == 3);
+  CHECK(q.host_sharing[2].second == doctest::Approx(2.2));
+  REQUIRE(q.network.size() == 1);
+  CHECK(q.network[0].collective == "allreduce");
+  CHECK(q.network[0].ranks == 2);
+  REQUIRE(q.network[0].regimes.size() == 2);
+  CHECK(q.network[0].regimes[0].up_to == doctest::Approx(2097152));
+  CHECK(q.network[0].regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3));
+  CHECK(q.network[0].regimes[1].bandwidth_factor == doctest::Approx(0.12));
+}
+
+TEST_CASE("profile errors are located") {
+  auto err = [](const std::string& y) {
+    sim::DeviceProfile p;
+    try {
+      sim::apply_profile_document(load_yaml_string(y, "p.yaml"), p);
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{alpha: 1 us, bandwidth_factor: 0}]}\n")
+            .find("p.yaml:3") != std::string::npos);
+  CHECK(err("network:\n  tables:\n    - {collective: alltoall, regimes: [{alpha: 1 us, bandwidth_factor: 1}]}\n")
+            .find("unknown collective") != std::string::npos);
+  CHECK(err("device:\n  host_sharing: [{ranks: 4, factor: 2}, {ranks: 2, factor: 1}]\n").find("ascending") !=
+        std::string::npos);
+  CHECK(err("devize: {}\n").find("devize") != std::string::npos);
+}
+
+TEST_CASE("the network model applies the regime of the message size") {
+  // 2-rank ring allreduce on localhost-cpu: 2 steps, nominal transfer S/8e9, 1 us per step.
+  // Regime 1 (S <= 2 MiB): +20 us per step, bandwidth x0.5  => 2·(1+20) us + 2·S/8e9;
+  // regime 2: +150 us per step, x0.12                       => 2·(1+150) us + S/(0.12·8e9).
+  auto topo = topology::build_topology(topology::load_cluster_preset("localhost-cpu"), 2);
+  sim::NetworkOptions no;
+  no.calibration = sample_profile().network;
+  sim::NetworkModel net(topo, no);
+  sim::CollectiveRequest r;
+  r.kind = sim::CollectiveKind::AllReduce;
+  r.algorithm = sim::Algorithm::Ring;
+  r.ranks = {0, 1};
+  r.bytes = Bytes(1e6);
+  CHECK(net.cost(r).duration.seconds() == doctest::Approx(42e-6 + 2 * 1e6 / 8e9).epsilon(1e-4));
+  r.bytes = Bytes(64e6);
+  CHECK(net.cost(r).duration.seconds() == doctest::Approx(302e-6 + 64e6 / (0.12 * 8e9)).epsilon(1e-4));
+  // Analytic mode agrees.
+  no.mode = sim::NetworkMode::Analytic;
+  sim::NetworkModel an(topo, no);
+  CHECK(an.cost(r).duration.seconds() == doctest::Approx(302e-6 + 64e6 / (0.12 * 8e9)).epsilon(1e-4));
+  // A broadcast has no table of its kind: datasheet figures.
+  r.kind = sim::CollectiveKind::Broadcast;
+  r.bytes = Bytes(1e6);
+  const double plain = sim::NetworkModel(topo, sim::NetworkOptions{}).cost(r).duration.seconds();
+  CHECK(net.cost(r).duration.seconds() == doctest::Approx(plain));
+}
+
+TEST_CASE("find_comm_regime picks the nearest rank count of the request's kind") {
+  std::vector<sim::CommCalibration> t(3);
+  t[0] = {"", "allreduce", 2, {{0, Time::us(1), 1}}};
+  t[1] = {"", "allreduce", 4, {{0, Time::us(2), 1}}};
+  t[2] = {"", "", 0, {{0, Time::us(3), 1}}};
+  sim::CollectiveRequest r;
+  r.ranks = {0, 1, 2};  // 3: equally near 2 and 4 -> the smaller
+  int ti = -1;
+  CHECK(sim::find_comm_regime(t, r, &ti)->alpha == Time::us(1));
+  r.ranks = {0, 1, 2, 3, 4, 5, 6, 7};
+  CHECK(sim::find_comm_regime(t, r, &ti)->alpha == Time::us(2));
+  r.kind = sim::CollectiveKind::Reduce;
+  CHECK(sim::find_comm_regime(t, r, &ti)->alpha == Time::us(3));
+}
+
+TEST_CASE("core sharing slows compute, and the simulator uses it") {
+  sim::DeviceProfile p = sample_profile();
+  CHECK(p.sharing_factor(1) == 1.0);
+  CHECK(p.sharing_factor(3) == doctest::Approx(1.65));  // halfway between 1.1 and 2.2
+  CHECK(p.sharing_factor(8) == doctest::Approx(4.4));   // beyond: proportional to ranks
+  sim::DeviceProfile s = p.shared_by(4);
+  CHECK(s.matmul.max == doctest::Approx(0.8 / 2.2));
+  CHECK(s.launch_overhead.seconds() == doctest::Approx(6.25e-6 * 2.2).epsilon(1e-3));
+  // A 4-rank dps point: predicted compute grows by the factor when sharing is on.
+  ValidationMatrix m;
+  ValidationCase c{"tiny", "dps", 4, "fp32", 4, 0};
+  sim::PointSpec pt = point_for_case(m, c, "");
+  const double base = sim::simulate_point(pt).breakdown.compute_s;
+  pt.profile.host_sharing = {{1, 1.0}, {4, 2.0}};
+  const double shared = sim::simulate_point(pt).breakdown.compute_s;
+  CHECK(shared == doctest::Approx(2 * base).epsilon(0.05));
+}
+
+TEST_CASE("table curves round-trip and slow down with sharing") {
+  sim::DeviceProfile p = sample_profile();
+  p.matmul.table = {{1e5, 0.4}, {1e7, 0.9}, {1e9, 0.5}};
+  p.matmul.max = 0.9;
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  REQUIRE(q.matmul.table.size() == 3);
+  CHECK(q.matmul.max == doctest::Approx(0.9));
+  CHECK(q.matmul.at(1e9) == doctest::Approx(0.5));
+  CHECK(q.shared_by(4).matmul.at(1e7) == doctest::Approx(0.9 / 2.2));
+}

@@ -1,0 +1,167 @@
+#include "validate/calibrate.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.hpp"
+#include "exec/process.hpp"
+#include "topology/cluster.hpp"
+
+namespace dptwin::validate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string find_microbench_binary(const std::string& hint) {
+  if (!hint.empty()) return hint;
+  if (const char* e = std::getenv("DPTWIN_MICROBENCH"); e && *e) return e;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    for (const fs::path& p : {self.parent_path() / ".." / "exec" / "microbench" / "dptwin-microbench",
+                              self.parent_path() / "dptwin-microbench",
+                              self.parent_path() / "microbench" / "dptwin-microbench"})
+      if (fs::exists(p)) return fs::weakly_canonical(p).string();
+  }
+  return "dptwin-microbench";
+}
+
+namespace {
+
+topology::ClusterSpec cluster_of(const std::string& c) {
+  if (c.find('/') != std::string::npos || c.ends_with(".yaml")) return topology::load_cluster(c);
+  return topology::load_cluster_preset(c);
+}
+
+json read_json(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw InputError({}, "microbenchmark", fmt::format("cannot read '{}'", path));
+  try {
+    return json::parse(f);
+  } catch (const std::exception& e) {
+    throw InputError({}, "microbenchmark", fmt::format("'{}' is not JSON: {}", path, e.what()));
+  }
+}
+
+std::vector<std::string> common_args(const CalibrateOptions& o) {
+  std::vector<std::string> a{"--threads", std::to_string(o.threads), "--budget-s", fmt::format("{}", o.budget_s),
+                             "--max-bytes", fmt::format("{:.0f}", o.max_bytes)};
+  if (o.quick) a.push_back("--quick");
+  return a;
+}
+
+void run_group(const std::vector<exec::ProcessSpec>& specs, double timeout_s, const std::string& what) {
+  exec::GroupOutcome g = exec::run_process_group(specs, timeout_s);
+  if (!g.ok)
+    throw InputError({}, "calibrate",
+                     fmt::format("{} failed: {}", what, g.timed_out ? std::string("timed out") : g.failure));
+}
+
+}  // namespace
+
+CalibrateResult run_calibration(const CalibrateOptions& o) {
+  CalibrateResult res;
+  const fs::path raw_dir = !o.raw_dir.empty() ? fs::path(o.raw_dir)
+                                              : fs::absolute(o.out).parent_path() / (fs::path(o.out).stem().string() + ".raw");
+  json compute;
+  std::vector<json> comm;
+  if (!o.inputs.empty()) {
+    for (const auto& p : o.inputs) {
+      json d = read_json(p);
+      if (d.value("mode", "") == "compute") compute = d;
+      else comm.push_back(d);
+      res.raw.push_back(p);
+    }
+    if (compute.is_null()) throw InputError({}, "--input", "no compute-mode microbenchmark document among the inputs");
+  } else {
+    fs::create_directories(raw_dir);
+    const std::string bin = find_microbench_binary(o.microbench);
+    const std::string th = std::to_string(o.threads);
+    const std::vector<std::pair<std::string, std::string>> thread_env{
+        {"OMP_NUM_THREADS", th}, {"OPENBLAS_NUM_THREADS", th}, {"MKL_NUM_THREADS", th}};
+    {
+      const std::string out = (raw_dir / "compute.json").string();
+      exec::ProcessSpec s;
+      s.argv = {bin, "--mode", "compute", "--out", out};
+      for (auto& a : common_args(o)) s.argv.push_back(a);
+      s.env = thread_env;
+      s.label = "microbench compute";
+      if (o.log) o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank)", o.threads));
+      run_group({s}, o.timeout_s, "the compute microbenchmark");
+      compute = read_json(out);
+      res.raw.push_back(out);
+    }
+    int run = 0;
+    for (int n : o.ranks) {
+      if (n < 2) continue;
+      const std::string out = (raw_dir / fmt::format("comm-{}-{}.json", o.backend, n)).string();
+      std::vector<std::string> args{"--mode", "comm", "--backend", o.backend, "--out", out};
+      for (auto& a : common_args(o)) args.push_back(a);
+      std::vector<exec::ProcessSpec> specs;
+      if (o.backend == "mpi") {
+        exec::ProcessSpec s;
+        s.argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none"};
+        if (::geteuid() == 0) s.argv.push_back("--allow-run-as-root");
+        for (const auto& [k, v] : thread_env) s.argv.insert(s.argv.end(), {"-x", k + "=" + v});
+        s.argv.push_back(bin);
+        s.argv.insert(s.argv.end(), args.begin(), args.end());
+        s.env = thread_env;
+        s.label = "mpirun";
+        specs.push_back(std::move(s));
+      } else {
+        const std::string store =
+            o.emulated ? fmt::format("tcp:{}:{}", o.netns.addresses.at(0), o.netns.port + run)
+                       : fmt::format("file:{}", (raw_dir / fmt::format("store-{}-{}", ::getpid(), n)).string());
+        if (!o.emulated) fs::remove(raw_dir / fmt::format("store-{}-{}", ::getpid(), n));
+        for (int r = 0; r < n; ++r) {
+          exec::ProcessSpec s;
+          if (o.emulated) {
+            if (r >= static_cast<int>(o.netns.namespaces.size()))
+              throw InputError({}, "--ranks", fmt::format("{} ranks but only {} namespaces", n, o.netns.namespaces.size()));
+            s.argv = {"ip", "netns", "exec", o.netns.namespaces[r], bin};
+            s.env.push_back({"GLOO_SOCKET_IFNAME", o.netns.interface});
+          } else {
+            s.argv = {bin};
+          }
+          s.argv.insert(s.argv.end(), args.begin(), args.end());
+          s.env.insert(s.env.end(), thread_env.begin(), thread_env.end());
+          s.env.insert(s.env.end(), {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)}, {"DPTWIN_STORE", store}});
+          s.label = fmt::format("microbench rank {}", r);
+          specs.push_back(std::move(s));
+        }
+      }
+      ++run;
+      if (o.log) o.log(fmt::format("communication microbenchmarks: {} ranks, {}", n, o.backend));
+      run_group(specs, o.timeout_s, fmt::format("the {}-rank comm microbenchmark", n));
+      comm.push_back(read_json(out));
+      res.raw.push_back(out);
+    }
+  }
+  const topology::ClusterSpec cluster = cluster_of(o.cluster);
+  res.fit = fit_profile(compute, comm, o.backend, cluster);
+  if (o.emulated) res.fit.profile.ranks_share_machine = true;
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::string name = fs::path(o.out).stem().string();
+  res.yaml = profile_yaml(res.fit.profile, name, fmt::format("{} ({} threads/rank, cluster {})", host, o.threads, o.cluster),
+                          o.backend);
+  {
+    std::ofstream f(o.out + ".tmp");
+    f << res.yaml;
+    f.close();
+    if (!f) throw InputError({}, "--out", fmt::format("cannot write '{}'", o.out));
+    fs::rename(o.out + ".tmp", o.out);
+  }
+  {
+    std::ofstream f(fs::path(o.out).replace_extension(".fit.json"));
+    f << res.fit.diagnostics.dump(1) << "\n";
+  }
+  return res;
+}
+
+}  // namespace dptwin::validate

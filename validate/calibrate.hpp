@@ -1,0 +1,50 @@
+// validate/calibrate.hpp — `dptwin calibrate`: run the microbenchmarks, fit a profile.
+//
+// Runs dptwin-microbench once in compute mode (one process) and once in comm
+// mode per rank count > 1 (Gloo: forked ranks with a file store, or inside
+// network namespaces with a TCP store; MPI: through mpirun), keeps the raw
+// documents, and fits them with fit_profile() into a profile YAML.
+//
+// Thread-safety: forks processes; call from one thread.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "validate/matrix.hpp"
+#include "validate/profile_fit.hpp"
+
+namespace dptwin::validate {
+
+struct CalibrateOptions {
+  std::string backend = "gloo";            // gloo | mpi
+  std::vector<int> ranks{1, 2, 4};         // 1 = the compute run; others: comm runs
+  std::string out = "profile.yaml";        // the profile YAML
+  std::string raw_dir;                     // raw microbenchmark JSON (default: next to `out`)
+  std::string microbench;                  // dptwin-microbench ("" = find it)
+  std::string cluster = "localhost-cpu";   // topology the network fit prices collectives on (preset or path)
+  std::vector<std::string> inputs;         // reuse these microbenchmark JSON files instead of running
+  int threads = 1;
+  double budget_s = 0.15;                  // seconds of repetitions per case
+  double max_bytes = 256.0 * 1024 * 1024;  // largest collective message
+  bool quick = false;                      // few shapes (tests)
+  bool emulated = false;                   // comm runs in network namespaces (netns below)
+  NetnsLaunch netns;
+  double timeout_s = 1800;
+  std::function<void(const std::string&)> log;
+};
+
+struct CalibrateResult {
+  FitReport fit;
+  std::string yaml;                 // written to options.out
+  std::vector<std::string> raw;     // raw document paths
+};
+
+// Finds dptwin-microbench: `hint`, $DPTWIN_MICROBENCH, next to the running
+// executable's ../exec/microbench/ (build tree) or its own directory, PATH.
+std::string find_microbench_binary(const std::string& hint);
+
+CalibrateResult run_calibration(const CalibrateOptions& o);
+
+}  // namespace dptwin::validate

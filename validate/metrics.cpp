@@ -1,0 +1,50 @@
+#include "validate/metrics.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+
+namespace dptwin::validate {
+
+double error_pct(double predicted, double measured) {
+  DPTWIN_ASSERT(measured > 0, "a measured time must be positive");
+  return 100.0 * (predicted - measured) / measured;
+}
+
+double mape_pct(const std::vector<double>& p, const std::vector<double>& m) {
+  DPTWIN_ASSERT(p.size() == m.size(), "predicted and measured differ in length");
+  if (p.empty()) return 0;
+  double s = 0;
+  for (size_t i = 0; i < p.size(); ++i) s += std::abs(error_pct(p[i], m[i]));
+  return s / static_cast<double>(p.size());
+}
+
+double worst_pct(const std::vector<double>& p, const std::vector<double>& m) {
+  DPTWIN_ASSERT(p.size() == m.size(), "predicted and measured differ in length");
+  double w = 0;
+  for (size_t i = 0; i < p.size(); ++i) w = std::max(w, std::abs(error_pct(p[i], m[i])));
+  return w;
+}
+
+double RankAgreement::tau() const {
+  const int n = concordant + discordant + ties;
+  return n == 0 ? 1.0 : static_cast<double>(concordant - discordant) / n;
+}
+
+RankAgreement kendall(const std::vector<double>& a, const std::vector<double>& b, const std::vector<int>& group) {
+  DPTWIN_ASSERT(a.size() == b.size(), "orderings differ in length");
+  DPTWIN_ASSERT(group.empty() || group.size() == a.size(), "groups differ in length");
+  RankAgreement r;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = i + 1; j < a.size(); ++j) {
+      if (!group.empty() && group[i] != group[j]) continue;
+      const double da = a[i] - a[j], db = b[i] - b[j];
+      if (da == 0 || db == 0) ++r.ties;
+      else if ((da > 0) == (db > 0)) ++r.concordant;
+      else ++r.discordant;
+    }
+  return r;
+}
+
+}  // namespace dptwin::validate

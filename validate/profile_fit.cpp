@@ -1,0 +1,468 @@
+#include "validate/profile_fit.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+
+#include "core/error.hpp"
+#include "topology/device_spec.hpp"
+
+namespace dptwin::validate {
+
+using nlohmann::json;
+
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Weighted least squares of y ≈ a·x1 + b·x2 with weights 1/y² (relative error),
+// a, b >= 0 (a coefficient that would go negative is fixed at 0 and the other refitted).
+std::pair<double, double> ls2_nonneg(const std::vector<double>& x1, const std::vector<double>& x2,
+                                     const std::vector<double>& y) {
+  double s11 = 0, s12 = 0, s22 = 0, s1y = 0, s2y = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    const double w = 1.0 / std::max(y[i] * y[i], 1e-30);
+    s11 += w * x1[i] * x1[i];
+    s12 += w * x1[i] * x2[i];
+    s22 += w * x2[i] * x2[i];
+    s1y += w * x1[i] * y[i];
+    s2y += w * x2[i] * y[i];
+  }
+  const double det = s11 * s22 - s12 * s12;
+  double a = 0, b = 0;
+  if (std::abs(det) > 1e-12 * std::max(s11 * s22, 1e-300)) {
+    a = (s1y * s22 - s2y * s12) / det;
+    b = (s2y * s11 - s1y * s12) / det;
+  } else {
+    a = -1;  // degenerate: fall through to one-parameter fits
+  }
+  if (a >= 0 && b >= 0) return {a, b};
+  // One coefficient at zero: keep the better of the two one-parameter fits.
+  const double a_only = s11 > 0 ? std::max(s1y / s11, 0.0) : 0;
+  const double b_only = s22 > 0 ? std::max(s2y / s22, 0.0) : 0;
+  auto err = [&](double aa, double bb) {
+    double e = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double r = (aa * x1[i] + bb * x2[i] - y[i]) / std::max(std::abs(y[i]), 1e-30);
+      e += r * r;
+    }
+    return e;
+  };
+  return err(a_only, 0) <= err(0, b_only) ? std::pair{a_only, 0.0} : std::pair{0.0, b_only};
+}
+
+double rms(const std::vector<double>& rel) {
+  if (rel.empty()) return 0;
+  double s = 0;
+  for (double r : rel) s += r * r;
+  return std::sqrt(s / static_cast<double>(rel.size()));
+}
+
+}  // namespace
+
+double curve_rms_rel_error(const std::vector<WorkSample>& samples, double launch_s, double peak,
+                           const sim::EfficiencyCurve& c) {
+  std::vector<double> rel;
+  for (const auto& s : samples) {
+    const double t = launch_s + s.work / (peak * c.at(s.work));
+    rel.push_back((t - s.seconds) / s.seconds);
+  }
+  return rms(rel);
+}
+
+CurveFit fit_efficiency_curve(const std::vector<WorkSample>& samples, double launch_s, double peak, bool fit_peak,
+                              double max_cap) {
+  DPTWIN_ASSERT(samples.size() >= 2, "an efficiency fit needs two samples");
+  std::vector<double> x1, x2, y;
+  for (const auto& s : samples) {
+    x1.push_back(s.work);
+    x2.push_back(1.0);
+    // The op's own dispatch is part of its time; keep a floor so tiny ops stay positive.
+    y.push_back(std::max(s.seconds - launch_s, 0.05 * s.seconds));
+  }
+  auto [a, b] = ls2_nonneg(x1, x2, y);
+  CurveFit f;
+  f.samples = static_cast<int>(samples.size());
+  if (!(a > 0)) a = 1.0 / peak;  // no slope: the data are all overhead; keep the datasheet rate
+  // a = 1/(peak·max), b = half/(peak·max)  =>  max = 1/(a·peak), half = b/a.
+  double mx = 1.0 / (a * peak);
+  if (fit_peak && mx > max_cap) {
+    peak = 1.0 / (a * max_cap);
+    mx = max_cap;
+  }
+  mx = std::clamp(mx, 0.01, 1.0);
+  f.peak = peak;
+  f.curve.max = mx;
+  f.curve.half_work = std::min(b / a, 1e15);
+  f.rms_rel_error = curve_rms_rel_error(samples, launch_s, peak, f.curve);
+  return f;
+}
+
+CurveFit fit_efficiency_table(const std::vector<WorkSample>& samples, double launch_s, double peak, bool fit_peak,
+                              double max_cap) {
+  DPTWIN_ASSERT(!samples.empty(), "an efficiency table needs samples");
+  std::map<int, std::vector<const WorkSample*>> bins;
+  for (const auto& s : samples) bins[static_cast<int>(std::floor(std::log(s.work) / std::log(4.0)))].push_back(&s);
+  std::vector<std::pair<double, double>> rate;  // (work, bytes-or-FLOP per second)
+  for (const auto& [b, xs] : bins) {
+    std::vector<double> r;
+    double logw = 0;
+    for (const auto* s : xs) {
+      r.push_back(s->work / std::max(s->seconds - launch_s, 0.05 * s->seconds));
+      logw += std::log(s->work);
+    }
+    rate.emplace_back(std::exp(logw / static_cast<double>(xs.size())), median(r));
+  }
+  double best = 0;
+  for (auto [w, r] : rate) best = std::max(best, r);
+  if (fit_peak) peak = best / max_cap;
+  CurveFit f;
+  f.samples = static_cast<int>(samples.size());
+  f.peak = peak;
+  f.curve.max = 0;
+  for (auto [w, r] : rate) {
+    const double e = std::clamp(r / peak, 0.001, 1.0);
+    f.curve.table.emplace_back(w, e);
+    f.curve.max = std::max(f.curve.max, e);
+  }
+  f.rms_rel_error = curve_rms_rel_error(samples, launch_s, peak, f.curve);
+  return f;
+}
+
+namespace {
+
+// Fits one regime on samples [lo, hi); returns (regime, squared relative residuals).
+std::pair<sim::CommRegime, std::vector<double>> fit_one_regime(const std::vector<CommSample>& s, size_t lo, size_t hi) {
+  std::vector<double> x1, x2, y;
+  for (size_t i = lo; i < hi; ++i) {
+    x1.push_back(s[i].steps);
+    x2.push_back(s[i].transfer_s);
+    y.push_back(std::max(s[i].seconds - s[i].latency_s, 1e-9));
+  }
+  auto [alpha, inv_factor] = ls2_nonneg(x1, x2, y);
+  sim::CommRegime r;
+  r.alpha = Time::from_seconds(alpha);
+  r.bandwidth_factor = inv_factor > 0 ? std::clamp(1.0 / inv_factor, 1e-6, 1e4) : 1e4;
+  std::vector<double> rel;
+  for (size_t i = lo; i < hi; ++i) {
+    const double t = s[i].latency_s + r.alpha.seconds() * s[i].steps + s[i].transfer_s / r.bandwidth_factor;
+    rel.push_back((t - s[i].seconds) / s[i].seconds);
+  }
+  return {r, rel};
+}
+
+}  // namespace
+
+RegimeFit fit_comm_regimes(std::vector<CommSample> samples, int max_regimes, int min_points, double keep_ratio) {
+  DPTWIN_ASSERT(!samples.empty(), "a regime fit needs samples");
+  std::sort(samples.begin(), samples.end(), [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+  const int n = static_cast<int>(samples.size());
+  min_points = std::max(1, std::min(min_points, n));
+  // Best split into k contiguous regimes, by exhaustive search over breakpoints.
+  auto best_with = [&](int k) -> std::pair<double, std::vector<int>> {
+    double best = std::numeric_limits<double>::infinity();
+    std::vector<int> best_cuts, cuts;
+    std::function<void(int, int)> rec = [&](int start, int left) {
+      if (left == 1) {
+        if (n - start < min_points) return;
+        cuts.push_back(n);
+        std::vector<double> rel;
+        int lo = 0;
+        for (int c : cuts) {
+          auto part = fit_one_regime(samples, lo, c).second;
+          rel.insert(rel.end(), part.begin(), part.end());
+          lo = c;
+        }
+        const double e = rms(rel);
+        if (e < best) best = e, best_cuts = cuts;
+        cuts.pop_back();
+        return;
+      }
+      for (int c = start + min_points; c <= n - min_points * (left - 1); ++c) {
+        cuts.push_back(c);
+        rec(c, left - 1);
+        cuts.pop_back();
+      }
+    };
+    rec(0, k);
+    return {best, best_cuts};
+  };
+  auto [err, cuts] = best_with(1);
+  for (int k = 2; k <= max_regimes && k * min_points <= n; ++k) {
+    auto [e2, c2] = best_with(k);
+    if (e2 < keep_ratio * err && err - e2 > 0.02) {
+      err = e2;
+      cuts = c2;
+    } else {
+      break;
+    }
+  }
+  RegimeFit out;
+  out.rms_rel_error = err;
+  int lo = 0;
+  for (size_t i = 0; i < cuts.size(); ++i) {
+    sim::CommRegime r = fit_one_regime(samples, lo, cuts[i]).first;
+    // Boundary: geometric mean of the last size of this regime and the first of the next.
+    r.up_to = i + 1 < cuts.size() ? std::sqrt(samples[cuts[i] - 1].bytes * samples[cuts[i]].bytes) : 0;
+    out.regimes.push_back(r);
+    lo = cuts[i];
+  }
+  return out;
+}
+
+CommSample nominal_comm(const topology::Topology& topo, sim::CollectiveKind kind, sim::Algorithm algorithm, int ranks,
+                        double bytes, double measured_seconds) {
+  sim::NetworkModel net(topo, sim::NetworkOptions{});
+  sim::CollectiveRequest req;
+  req.kind = kind;
+  req.algorithm = algorithm;
+  for (int i = 0; i < ranks; ++i) req.ranks.push_back(i);
+  req.bytes = Bytes(bytes);
+  CommSample s;
+  s.bytes = bytes;
+  s.seconds = measured_seconds;
+  for (const auto& p : sim::decompose(req, topo)) s.steps += p.repeat;
+  const sim::CollectiveCost& c = net.cost(req);
+  s.latency_s = c.latency_part.seconds();
+  s.transfer_s = (c.duration - c.latency_part).seconds();
+  return s;
+}
+
+namespace {
+
+[[noreturn]] void bad(const std::string& what) {
+  throw InputError({}, "microbenchmark", fmt::format("malformed microbenchmark document: {}", what));
+}
+
+double num(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) bad(fmt::format("missing number '{}'", key));
+  return j[key].get<double>();
+}
+
+std::vector<WorkSample> rows_of(const json& compute, const std::vector<std::string>& ops, const std::string& dtype,
+                                const char* work_key) {
+  std::vector<WorkSample> out;
+  for (const auto& r : compute.at("compute")) {
+    const std::string op = r.value("op", "");
+    if (std::find(ops.begin(), ops.end(), op) == ops.end() || r.value("dtype", "") != dtype) continue;
+    out.push_back({num(r, work_key), num(r, "seconds")});
+  }
+  return out;
+}
+
+sim::Algorithm algorithm_for(sim::CollectiveKind k) {
+  // What the strategy builders use on CPU ranks: allreduce as configured for
+  // validation (ring), the central parameter server's reduce and broadcast as
+  // fan-in / fan-out; allgather as a ring.
+  switch (k) {
+    case sim::CollectiveKind::Reduce:
+    case sim::CollectiveKind::Broadcast: return sim::Algorithm::ParameterServer;
+    default: return sim::Algorithm::Ring;
+  }
+}
+
+}  // namespace
+
+FitReport fit_profile(const json& compute, const std::vector<json>& comm, const std::string& backend,
+                      const topology::ClusterSpec& cluster) {
+  if (compute.value("schema", "") != "dptwin.microbench/1" || compute.value("mode", "") != "compute")
+    bad("the first document is not a dptwin-microbench compute document");
+  FitReport rep;
+  sim::DeviceProfile& p = rep.profile;
+  p = sim::default_profile(cluster.device);
+  json& diag = rep.diagnostics;
+  diag["threads"] = compute.value("threads", 1);
+
+  const json& d = compute.at("dispatch");
+  const double launch_plain = num(d, "plain_s");
+  // Autograd ops: the forward op records a node, backward runs it: per kernel on
+  // average half of a (forward + backward) pair of the chain benchmark.
+  const double launch = d.contains("backward_chain_s") ? num(d, "backward_chain_s") / 2 : num(d, "autograd_s");
+  p.launch_overhead = Time::from_seconds(launch);
+  p.step_overhead = Time::from_seconds(d.contains("backward_fixed_s") ? num(d, "backward_fixed_s") : 0);
+  diag["dispatch"] = {{"plain_s", launch_plain}, {"launch_overhead_s", launch}};
+
+  auto record = [&](const char* name, const CurveFit& f) {
+    diag[name] = {{"max", f.curve.max}, {"half_work", f.curve.half_work}, {"table", f.curve.table}, {"peak", f.peak},
+                  {"rms_rel_error", f.rms_rel_error}, {"samples", f.samples}};
+  };
+  // Dense matmul: fp32 fixes the fp32 peak and the curve; bf16 gets its own peak under the same curve.
+  auto mm32 = rows_of(compute, {"matmul"}, "fp32", "flops");
+  if (mm32.size() < 2) bad("fewer than two fp32 matmul samples");
+  CurveFit mm = fit_efficiency_table(mm32, launch_plain, p.spec.fp32_peak.value(), true);
+  p.spec.fp32_peak = FlopRate(mm.peak);
+  p.matmul = mm.curve;
+  record("matmul_fp32", mm);
+  auto peak_under = [&](const std::vector<WorkSample>& xs, const sim::EfficiencyCurve& c) {
+    std::vector<double> peaks;
+    for (const auto& s : xs) peaks.push_back(s.work / (std::max(s.seconds - launch_plain, 0.05 * s.seconds) * c.at(s.work)));
+    return median(peaks);
+  };
+  auto mm16 = rows_of(compute, {"matmul"}, "bf16", "flops");
+  if (!mm16.empty()) {
+    p.spec.bf16_peak = FlopRate(peak_under(mm16, p.matmul));
+    diag["matmul_bf16"] = {{"peak", p.spec.bf16_peak.value()},
+                           {"rms_rel_error", curve_rms_rel_error(mm16, launch_plain, p.spec.bf16_peak.value(), p.matmul)}};
+  }
+  // Batched matmul (attention) relative to the same peaks.
+  auto bm32 = rows_of(compute, {"batched_matmul"}, "fp32", "flops");
+  if (bm32.size() >= 2) {
+    CurveFit bm = fit_efficiency_table(bm32, launch_plain, p.spec.fp32_peak.value(), false);
+    p.batched_matmul = bm.curve;
+    record("batched_matmul_fp32", bm);
+    auto bm16 = rows_of(compute, {"batched_matmul"}, "bf16", "flops");
+    if (!bm16.empty())
+      diag["batched_matmul_bf16"] = {
+          {"rms_rel_error", curve_rms_rel_error(bm16, launch_plain, p.spec.bf16_peak.value(), p.batched_matmul)}};
+  }
+  // Memory-bound ops (elementwise, layernorm, softmax; both dtypes): bandwidth and curve.
+  // fp32 only: O1 runs layernorm and softmax in fp32; the per-bin median over
+  // op kinds (add, scale, tanh, layernorm, softmax) is the typical memory-class op.
+  auto mem = rows_of(compute, {"elementwise", "layernorm", "softmax"}, "fp32", "bytes");
+  if (mem.size() < 2) bad("fewer than two memory-bound samples");
+  CurveFit mf = fit_efficiency_table(mem, launch_plain, p.spec.memory_bandwidth.value(), true);
+  p.spec.memory_bandwidth = Bandwidth(mf.peak);
+  p.memory = mf.curve;
+  record("memory", mf);
+
+  // AdamW: kernels per tensor from the dispatch-bound cases (small tensors).
+  if (compute.contains("optimizer")) {
+    std::vector<double> ks;
+    for (const auto& r : compute.at("optimizer")) {
+      const double per_tensor = num(r, "params") / num(r, "tensors");
+      if (per_tensor <= 4096) ks.push_back(num(r, "seconds") / num(r, "tensors") / launch);
+    }
+    if (!ks.empty()) p.optimizer_kernels_per_tensor = std::clamp(static_cast<int>(std::lround(median(ks))), 1, 1000);
+    diag["optimizer"] = {{"kernels_per_tensor", p.optimizer_kernels_per_tensor}};
+  }
+  if (compute.contains("memcpy") && !compute.at("memcpy").empty()) {
+    const json& big = compute.at("memcpy").back();
+    p.host_memcpy = Bandwidth(num(big, "bytes") / num(big, "seconds"));
+  }
+
+  // Core sharing and overlap from the comm documents' probes.
+  const json* solo = compute.contains("concurrency") ? &compute.at("concurrency") : nullptr;
+  std::map<int, double> sharing;
+  if (solo) sharing[1] = 1.0;
+  double overlap = -1;
+  int overlap_ranks = 1 << 30;
+  rep.profile.network.clear();
+  auto topo_for = [&](int n) { return topology::build_topology(cluster, n); };
+  json& ndiag = diag["network"] = json::array();
+  for (const json& doc : comm) {
+    if (doc.value("schema", "") != "dptwin.microbench/1" || doc.value("mode", "") != "comm")
+      bad("a comm document is not a dptwin-microbench comm document");
+    if (doc.value("backend", "") != backend) continue;
+    const int n = doc.value("ranks", 1);
+    if (solo && doc.contains("concurrency")) {
+      const json& c = doc.at("concurrency");
+      const double f = (num(c, "matmul_s") / num(*solo, "matmul_s") + num(c, "elementwise_s") / num(*solo, "elementwise_s") +
+                        num(c, "dispatch_s") / num(*solo, "dispatch_s")) / 3.0;
+      sharing[n] = std::max(1.0, f);
+    }
+    if (doc.contains("overlap") && n < overlap_ranks) {
+      const json& o = doc.at("overlap");
+      overlap = std::max(0.0, num(o, "compute_with_comm_s") / num(o, "compute_alone_s") - 1.0);
+      overlap_ranks = n;
+    }
+    if (n < 2) continue;
+    const topology::Topology topo = topo_for(n);
+    std::map<std::string, std::vector<CommSample>> by_kind;
+    for (const auto& r : doc.at("collectives")) {
+      const std::string kind = r.value("kind", "");
+      sim::CollectiveKind k;
+      if (kind == "allreduce") k = sim::CollectiveKind::AllReduce;
+      else if (kind == "broadcast") k = sim::CollectiveKind::Broadcast;
+      else if (kind == "reduce") k = sim::CollectiveKind::Reduce;
+      else if (kind == "allgather") k = sim::CollectiveKind::AllGather;
+      else continue;  // ps_round etc.: diagnostics only
+      by_kind[kind].push_back(nominal_comm(topo, k, algorithm_for(k), n, num(r, "bytes"), num(r, "seconds")));
+    }
+    for (auto& [kind, samples] : by_kind) {
+      RegimeFit f = fit_comm_regimes(samples);
+      sim::CommCalibration c;
+      c.collective = kind;
+      c.ranks = n;
+      c.regimes = f.regimes;
+      p.network.push_back(c);
+      json regs = json::array();
+      for (const auto& g : f.regimes)
+        regs.push_back({{"up_to", g.up_to}, {"alpha_s", g.alpha.seconds()}, {"bandwidth_factor", g.bandwidth_factor}});
+      ndiag.push_back({{"collective", kind}, {"ranks", n}, {"samples", samples.size()},
+                       {"rms_rel_error", f.rms_rel_error}, {"regimes", regs}});
+    }
+  }
+  if (overlap >= 0) p.overlap_slowdown = std::min(overlap, 10.0);
+  p.host_sharing.assign(sharing.begin(), sharing.end());
+  if (p.host_sharing.size() < 2) p.host_sharing.clear();
+  diag["overlap_slowdown"] = p.overlap_slowdown;
+  diag["host_sharing"] = json::array();
+  for (auto [r, f] : p.host_sharing) diag["host_sharing"].push_back({{"ranks", r}, {"factor", f}});
+  return rep;
+}
+
+namespace {
+std::string fmt_time(Time t) { return fmt::format("{:.4g} us", t.seconds() * 1e6); }
+}  // namespace
+
+std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, const std::string& source,
+                         const std::string& backend) {
+  std::string y;
+  y += fmt::format("# dptwin device profile, fitted by `dptwin calibrate` from microbenchmarks only.\n");
+  y += fmt::format("# Use it as `calibration: {}.yaml` in a scenario or with --profile.\n", name);
+  y += fmt::format("name: {}\n", name);
+  y += fmt::format("description: \"{} on {} (backend {})\"\n", p.spec.name, source, backend);
+  y += fmt::format("source: \"{}\"\n", source);
+  y += "device:\n";
+  y += fmt::format("  fp32_peak: {:.6g} GFLOP/s\n", p.spec.fp32_peak.value() / 1e9);
+  y += fmt::format("  bf16_peak: {:.6g} GFLOP/s\n", p.spec.bf16_peak.value() / 1e9);
+  y += fmt::format("  memory_bandwidth: {:.6g} GB/s\n", p.spec.memory_bandwidth.value() / 1e9);
+  auto curve = [&](const char* k, const sim::EfficiencyCurve& c) {
+    if (c.table.empty()) {
+      y += fmt::format("  {}: {{max: {:.6g}, half_work: {:.6g}}}\n", k, c.max, c.half_work);
+      return;
+    }
+    y += fmt::format("  {}:\n    table:                # [work (FLOPs or bytes), efficiency]\n", k);
+    for (auto [w, e] : c.table) y += fmt::format("      - [{:.6g}, {:.6g}]\n", w, e);
+  };
+  curve("matmul", p.matmul);
+  curve("batched_matmul", p.batched_matmul);
+  curve("memory", p.memory);
+  y += fmt::format("  launch_overhead: {}\n", fmt_time(p.launch_overhead));
+  y += fmt::format("  step_overhead: {}\n", fmt_time(p.step_overhead));
+  y += fmt::format("  overlap_slowdown: {:.4g}\n", p.overlap_slowdown);
+  y += fmt::format("  optimizer_kernels_per_tensor: {}\n", p.optimizer_kernels_per_tensor);
+  y += fmt::format("  host_memcpy: {:.6g} GB/s\n", p.host_memcpy.value() / 1e9);
+  if (!p.host_sharing.empty()) {
+    y += "  host_sharing:\n";
+    for (auto [r, f] : p.host_sharing) y += fmt::format("    - {{ranks: {}, factor: {:.4g}}}\n", r, f);
+  }
+  if (p.ranks_share_machine) y += "  ranks_share_machine: true\n";
+  if (!p.network.empty()) {
+    y += "network:\n";
+    y += fmt::format("  backend: {}\n", backend);
+    y += "  tables:\n";
+    for (const auto& t : p.network) {
+      y += fmt::format("    - collective: {}\n", t.collective.empty() ? "\"\"" : t.collective);
+      if (!t.link_kind.empty()) y += fmt::format("      link_kind: {}\n", t.link_kind);
+      if (t.ranks > 0) y += fmt::format("      ranks: {}\n", t.ranks);
+      y += "      regimes:\n";
+      for (const auto& g : t.regimes) {
+        y += "        - {";
+        if (g.up_to > 0) y += fmt::format("up_to: {:.0f}, ", g.up_to);
+        y += fmt::format("alpha: {}, bandwidth_factor: {:.6g}}}\n", fmt_time(g.alpha), g.bandwidth_factor);
+      }
+    }
+  }
+  return y;
+}
+
+}  // namespace dptwin::validate

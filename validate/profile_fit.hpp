@@ -1,0 +1,114 @@
+// validate/profile_fit.hpp — from microbenchmark measurements to a device profile.
+//
+// `dptwin calibrate` runs dptwin-microbench (exec/microbench/) and hands its JSON
+// documents to fit_profile(), which fits the figures the simulator consumes
+// (sim/device_profile.hpp) and writes them as a profile YAML. Only
+// microbenchmarks feed the fit: never the step times that `dptwin validate`
+// predicts.
+//
+// The fits are closed-form weighted least squares on relative error (no
+// optimizer library):
+//  * efficiency curves: the roofline time t = launch + w / (peak · max · w/(w+h))
+//    is linear in the work w: t - launch = a·w + b with a = 1/(peak·max),
+//    b = h/(peak·max);
+//  * collective regimes: the simulator's own price of each measured collective
+//    on the calibration topology, split into hop latency L, algorithm steps K
+//    and bulk-transfer time X at datasheet link speeds, gives the linear model
+//    t - L = alpha·K + X / bandwidth_factor per regime; regimes are contiguous
+//    size ranges chosen by exhaustive search over breakpoints, a split kept
+//    only when it cuts the residual clearly (see fit_comm_regimes).
+//
+// Thread-safety: pure functions.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "sim/collectives.hpp"
+#include "sim/device_profile.hpp"
+#include "topology/cluster.hpp"
+
+namespace dptwin::validate {
+
+// One timed op: work (FLOPs or bytes) and seconds.
+struct WorkSample {
+  double work = 0;
+  double seconds = 0;
+};
+
+struct CurveFit {
+  sim::EfficiencyCurve curve;
+  double peak = 0;            // the rate the curve is relative to (FLOP/s or bytes/s)
+  double rms_rel_error = 0;   // of the fitted times vs the samples
+  int samples = 0;
+};
+
+// Fits t = launch_s + w / (peak · curve.at(w)). When `fit_peak` is true and the
+// data need an efficiency above `max_cap`, the peak is raised so that
+// curve.max == max_cap (measured peaks replace datasheet ones); otherwise the
+// peak is kept and max is clamped to [0.01, 1].
+// REQUIRES: at least two samples with distinct work.
+CurveFit fit_efficiency_curve(const std::vector<WorkSample>& samples, double launch_s, double peak, bool fit_peak,
+                              double max_cap = 0.9);
+
+// Measured table curve (sim::EfficiencyCurve::table): samples binned by work
+// (factor-4 bins in log space); per bin the median efficiency (w / peak) / (t -
+// launch_s) at the bin's geometric-mean work. With `fit_peak` the peak becomes
+// the best bin's rate / max_cap (so every efficiency is <= max_cap); otherwise
+// efficiencies are clamped to [0.001, 1]. For CPUs, whose GEMMs and copies slow
+// down once operands leave the cache, which the saturating form cannot show.
+CurveFit fit_efficiency_table(const std::vector<WorkSample>& samples, double launch_s, double peak, bool fit_peak,
+                              double max_cap = 0.95);
+
+// Relative RMS error of a curve on samples.
+double curve_rms_rel_error(const std::vector<WorkSample>& samples, double launch_s, double peak,
+                           const sim::EfficiencyCurve& c);
+
+// A collective measurement decomposed by the simulator's nominal price.
+struct CommSample {
+  double bytes = 0;          // collective buffer
+  double seconds = 0;        // measured
+  double steps = 0;          // algorithm steps K (sum of phase repeats)
+  double latency_s = 0;      // hop latencies of those steps at datasheet figures
+  double transfer_s = 0;     // bulk-transfer time at datasheet link bandwidths
+};
+
+struct RegimeFit {
+  std::vector<sim::CommRegime> regimes;  // ascending; the last has up_to = 0
+  double rms_rel_error = 0;
+};
+
+// Piecewise fit of t = latency + alpha·steps + transfer / factor over contiguous
+// size ranges (samples sorted by bytes). At most `max_regimes` regimes of at
+// least `min_points` samples each; a split into k+1 regimes is kept only when
+// it lowers the RMS relative error below `keep_ratio` times that of k regimes
+// and by at least 2 percentage points. alpha >= 0, factor > 0.
+RegimeFit fit_comm_regimes(std::vector<CommSample> samples, int max_regimes = 3, int min_points = 3,
+                           double keep_ratio = 0.7);
+
+// The simulator's nominal decomposition of a collective (datasheet links, no
+// calibration) on `topo` for `ranks` ranks: fills steps, latency_s, transfer_s.
+// `algorithm` is the one the strategies use for this kind (see the README).
+CommSample nominal_comm(const topology::Topology& topo, sim::CollectiveKind kind, sim::Algorithm algorithm,
+                        int ranks, double bytes, double measured_seconds);
+
+// Everything calibrate fits, with diagnostics for the report.
+struct FitReport {
+  sim::DeviceProfile profile;        // defaults of the device + fitted figures
+  nlohmann::json diagnostics;        // per fit: samples, error
+};
+
+// Inputs: the compute document (--mode compute) and any comm documents (--mode
+// comm, one per backend x rank count; only those of `backend` are used). The
+// network fit prices collectives on `cluster` (normally localhost-cpu, or an
+// emulated-cluster topology). Throws InputError on malformed documents.
+FitReport fit_profile(const nlohmann::json& compute, const std::vector<nlohmann::json>& comm,
+                      const std::string& backend, const topology::ClusterSpec& cluster);
+
+// The profile YAML (`name`, `description`, `source`, `device:`, `network:`),
+// readable by sim::apply_profile_document and by a scenario's `calibration:`.
+std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, const std::string& source,
+                         const std::string& backend);
+
+}  // namespace dptwin::validate

@@ -1,0 +1,273 @@
+#include "validate/validation.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.hpp"
+#include "exec/launcher.hpp"
+#include "exec/process.hpp"
+#include "sim/simulate.hpp"
+#include "validate/metrics.hpp"
+
+namespace dptwin::validate {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pct) {
+  ValidationSummary s;
+  std::vector<double> pred, meas;
+  std::vector<const CaseOutcome*> ok;
+  for (const auto& c : cases)
+    if (c.status == "ok" && c.measured_step_s > 0) {
+      ok.push_back(&c);
+      pred.push_back(c.predicted_step_s);
+      meas.push_back(c.measured_step_s);
+    }
+  s.cases = static_cast<int>(ok.size());
+  s.mape_pct = mape_pct(pred, meas);
+  s.worst_pct = worst_pct(pred, meas);
+  for (const auto* c : ok)
+    if (std::abs(error_pct(c->predicted_step_s, c->measured_step_s)) == s.worst_pct && s.worst_case.empty())
+      s.worst_case = c->c.label();
+  // Strategy ranking within each configuration; measured near-ties are ties.
+  for (size_t i = 0; i < ok.size(); ++i)
+    for (size_t j = i + 1; j < ok.size(); ++j) {
+      if (ok[i]->c.group_key() != ok[j]->c.group_key()) continue;
+      const double mi = meas[i], mj = meas[j];
+      const double dm = mi - mj, dp = pred[i] - pred[j];
+      if (std::abs(dm) <= tie_pct / 100.0 * std::min(mi, mj) || dp == 0) ++s.ties;
+      else if ((dm > 0) == (dp > 0)) ++s.concordant;
+      else ++s.discordant;
+    }
+  RankAgreement r{s.concordant, s.discordant, s.ties};
+  s.kendall_tau = r.tau();
+  s.ranking_correct = s.discordant == 0;
+  return s;
+}
+
+json to_json(const std::string& matrix, const std::string& profile, const std::vector<CaseOutcome>& cases,
+             const ValidationSummary& s, double tie_pct) {
+  json out;
+  out["matrix"] = matrix;
+  out["profile"] = profile;
+  json& arr = out["cases"] = json::array();
+  for (const auto& c : cases) {
+    json j;
+    j["labels"] = {{"model", c.c.model},     {"strategy", c.c.strategy},       {"ranks", c.c.ranks},
+                   {"precision", c.c.precision}, {"micro_batch", c.c.micro_batch}, {"seq_len", c.c.seq_len}};
+    j["label"] = c.c.label();
+    j["status"] = c.status;
+    if (!c.message.empty()) j["message"] = c.message;
+    const bool ok = c.status == "ok" && c.measured_step_s > 0;
+    j["predicted_step_s"] = c.predicted_step_s;
+    j["measured_step_s"] = ok ? json(c.measured_step_s) : json(nullptr);
+    j["error_pct"] = ok ? json(error_pct(c.predicted_step_s, c.measured_step_s)) : json(nullptr);
+    j["measured_p10_s"] = c.measured_p10_s;
+    j["measured_p90_s"] = c.measured_p90_s;
+    j["predicted_breakdown"] = c.predicted_breakdown;
+    j["measured_breakdown"] = c.measured_breakdown;
+    arr.push_back(std::move(j));
+  }
+  out["summary"] = {{"cases", s.cases},
+                    {"mape_pct", s.mape_pct},
+                    {"worst_pct", s.worst_pct},
+                    {"worst_case", s.worst_case},
+                    {"kendall_tau", s.kendall_tau},
+                    {"concordant", s.concordant},
+                    {"discordant", s.discordant},
+                    {"ties", s.ties},
+                    {"ranking_correct", s.ranking_correct},
+                    {"ranking_tie_pct", tie_pct}};
+  return out;
+}
+
+std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSummary& s) {
+  std::string t = fmt::format("{:<30} {:>11} {:>11} {:>8}   {:>23}   {}\n", "case", "measured ms", "predicted ms",
+                              "error %", "measured fwd/bwd/comm/opt", "predicted compute/exp.comm/opt/ovh");
+  auto ms = [](const json& j, const char* k) { return j.contains(k) ? j[k].get<double>() * 1e3 : 0.0; };
+  for (const auto& c : cases) {
+    if (c.status != "ok" || c.measured_step_s <= 0) {
+      t += fmt::format("{:<30} {:>11} {:>11.2f} {:>8}   {}\n", c.c.label(), c.status, c.predicted_step_s * 1e3, "-",
+                       c.message);
+      continue;
+    }
+    const auto& m = c.measured_breakdown;
+    const auto& p = c.predicted_breakdown;
+    t += fmt::format("{:<30} {:>11.2f} {:>11.2f} {:>+8.1f}   {:>5.1f}/{:>5.1f}/{:>5.1f}/{:>5.1f}   {:>6.1f}/{:>5.1f}/{:>5.1f}/{:>5.1f}\n",
+                     c.c.label(), c.measured_step_s * 1e3, c.predicted_step_s * 1e3,
+                     error_pct(c.predicted_step_s, c.measured_step_s), ms(m, "forward_s"), ms(m, "backward_s"),
+                     ms(m, "comm_s"), ms(m, "optimizer_s"), ms(p, "compute_s"), ms(p, "exposed_comm_s"),
+                     ms(p, "optimizer_s"), ms(p, "overhead_s"));
+  }
+  t += fmt::format("\ncases {}  MAPE {:.1f}%  worst {:.1f}% ({})  Kendall tau {:.3f} (concordant {}, discordant {}, "
+                   "ties {})  ranking {}\n",
+                   s.cases, s.mape_pct, s.worst_pct, s.worst_case, s.kendall_tau, s.concordant, s.discordant, s.ties,
+                   s.ranking_correct ? "correct" : "WRONG");
+  return t;
+}
+
+sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile_path) {
+  std::string y;
+  y += "name: validate\n";
+  if (c.seq_len > 0) y += fmt::format("model: {{preset: {}, n_ctx: {}}}\n", c.model, c.seq_len);
+  else y += fmt::format("model: {}\n", c.model);
+  y += fmt::format("cluster: \"{}\"\n", m.cluster);
+  y += fmt::format("devices: {}\n", c.ranks);
+  y += fmt::format("strategy: {}\n", c.strategy);
+  y += fmt::format("micro_batch: {}\n", c.micro_batch);
+  y += fmt::format("amp: {}\n", c.precision == "bf16" ? "o1" : "none");
+  y += "half: bf16\n";
+  y += "options:\n  common: {algorithm: ring}\n  sps: {mode: central-server}\n";
+  y += "simulation: {steps: 3}\n";
+  sim::Scenario sc = sim::parse_scenario(load_yaml_string(y, "validation case " + c.label()));
+  DPTWIN_ASSERT(sc.points.size() == 1, "a validation case is one scenario point");
+  sim::PointSpec p = sc.points.front();
+  if (!profile_path.empty()) {
+    try {
+      sim::apply_profile_document(load_yaml_file(profile_path), p.profile);
+    } catch (const InputError& e) {
+      throw e.with_context(fmt::format("while applying profile '{}'", profile_path));
+    }
+    p.calibration = profile_path;
+  }
+  if (m.emulated) p.profile.ranks_share_machine = true;
+  return p;
+}
+
+std::vector<std::string> exec_args(const ValidationMatrix& m, const ValidationCase& c) {
+  std::vector<std::string> a{"--strategy", c.strategy, "--np", std::to_string(c.ranks), "--backend", m.backend,
+                             "--model", c.model, "--micro-batch", std::to_string(c.micro_batch), "--steps",
+                             std::to_string(m.steps), "--warmup-steps", std::to_string(m.warmup_steps), "--threads",
+                             std::to_string(m.threads), "--precision", c.precision, "--amp",
+                             c.precision == "bf16" ? "o1" : "none"};
+  if (c.seq_len > 0) a.insert(a.end(), {"--seq-len", std::to_string(c.seq_len)});
+  return a;
+}
+
+void read_exec_result(const json& r, CaseOutcome& out) {
+  const json& s = r.at("summary");
+  const json& st = s.at("step_time_s");
+  out.measured_step_s = st.at("median").get<double>();
+  out.measured_p10_s = st.value("p10", 0.0);
+  out.measured_p90_s = st.value("p90", 0.0);
+  out.measured_breakdown = json::object();
+  if (s.contains("phases"))
+    for (const auto& [k, v] : s.at("phases").items())
+      if (k != "step_s" && v.contains("median")) out.measured_breakdown[k] = v.at("median");
+}
+
+namespace {
+
+json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out) {
+  sim::PointResult r = sim::simulate_point(point_for_case(m, c, profile));
+  if (r.status != "ok" || !r.step_time_s) {
+    out.status = "failed";
+    out.message = "simulator: " + r.status + " " + r.message;
+    return json::object();
+  }
+  out.predicted_step_s = *r.step_time_s;
+  const auto& b = r.breakdown;
+  out.predicted_breakdown = {{"compute_s", b.compute_s},
+                             {"exposed_comm_s", b.exposed_comm_s},
+                             {"hidden_comm_s", b.hidden_comm_s},
+                             {"optimizer_s", b.optimizer_s},
+                             {"overhead_s", b.overhead_s}};
+  return out.predicted_breakdown;
+}
+
+std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const ValidationCase& c,
+                                            const std::string& binary, const std::string& result_path, int port) {
+  std::vector<std::string> args = exec_args(m, c);
+  args.insert(args.end(), {"--out", result_path});
+  std::vector<exec::ProcessSpec> specs;
+  if (!m.emulated || c.ranks == 1) {
+    exec::ProcessSpec s;
+    s.argv = {binary};
+    s.argv.insert(s.argv.end(), args.begin(), args.end());
+    s.label = "dptwin-exec";
+    specs.push_back(std::move(s));
+    return specs;
+  }
+  // One rank per namespace; Gloo over TCP on the namespaces' addresses, store on rank 0's.
+  const std::string th = std::to_string(m.threads);
+  for (int r = 0; r < c.ranks; ++r) {
+    exec::ProcessSpec s;
+    s.argv = {"ip", "netns", "exec", m.netns.namespaces[r], binary};
+    s.argv.insert(s.argv.end(), args.begin(), args.end());
+    s.env = {{"RANK", std::to_string(r)},
+             {"WORLD_SIZE", std::to_string(c.ranks)},
+             {"LOCAL_RANK", "0"},
+             {"DPTWIN_LAUNCHED", "1"},
+             {"GLOO_SOCKET_IFNAME", m.netns.interface},
+             {"DPTWIN_STORE", fmt::format("tcp:{}:{}", m.netns.addresses[0], port)},
+             {"OMP_NUM_THREADS", th},
+             {"OPENBLAS_NUM_THREADS", th},
+             {"MKL_NUM_THREADS", th}};
+    s.label = fmt::format("rank {} ({})", r, m.netns.namespaces[r]);
+    specs.push_back(std::move(s));
+  }
+  return specs;
+}
+
+}  // namespace
+
+std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o) {
+  const std::string binary = o.predict_only ? "" : exec::find_worker_binary(o.exec_binary);
+  if (!o.out_dir.empty()) fs::create_directories(fs::path(o.out_dir) / "runs");
+  std::vector<CaseOutcome> out;
+  int idx = 0, run_counter = 0;
+  for (const auto& c : m.cases) {
+    ++idx;
+    CaseOutcome co;
+    co.c = c;
+    predict(m, c, o.profile, co);
+    if (!o.predict_only && co.status == "ok") {
+      std::vector<double> medians;
+      json last;
+      for (int rep = 0; rep < m.repeats; ++rep) {
+        const std::string name = fmt::format("{:03d}-{}-{}-x{}-{}-mb{}-r{}", idx, c.model, c.strategy, c.ranks,
+                                             c.precision, c.micro_batch, rep);
+        const fs::path dir = o.out_dir.empty() ? fs::temp_directory_path() : fs::path(o.out_dir) / "runs";
+        const std::string result = (dir / (name + ".json")).string();
+        fs::remove(result);
+        // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
+        const int port = m.netns.port + (run_counter++ % 500);
+        exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port), o.case_timeout_s);
+        if (!g.ok || !fs::exists(result)) {
+          co.status = "failed";
+          co.message = g.timed_out ? "timed out" : g.failure;
+          break;
+        }
+        std::ifstream f(result);
+        last = json::parse(f);
+        CaseOutcome tmp;
+        read_exec_result(last, tmp);
+        medians.push_back(tmp.measured_step_s);
+        if (rep == 0) co = [&] { CaseOutcome x = co; read_exec_result(last, x); return x; }();
+      }
+      if (co.status == "ok" && !medians.empty()) {
+        std::sort(medians.begin(), medians.end());
+        co.measured_step_s = medians[medians.size() / 2];
+      }
+    }
+    if (o.log) {
+      if (co.status != "ok") o.log(fmt::format("[{}/{}] {}: {} {}", idx, m.cases.size(), c.label(), co.status, co.message));
+      else if (o.predict_only) o.log(fmt::format("[{}/{}] {}: predicted {:.2f} ms", idx, m.cases.size(), c.label(), co.predicted_step_s * 1e3));
+      else
+        o.log(fmt::format("[{}/{}] {}: measured {:.2f} ms, predicted {:.2f} ms ({:+.1f}%)", idx, m.cases.size(),
+                          c.label(), co.measured_step_s * 1e3, co.predicted_step_s * 1e3,
+                          error_pct(co.predicted_step_s, co.measured_step_s)));
+    }
+    out.push_back(std::move(co));
+  }
+  return out;
+}
+
+}  // namespace dptwin::validate

@@ -1,0 +1,89 @@
+// validate/validation.hpp — run a validation matrix for real, predict it, compare.
+//
+// For every case of a ValidationMatrix: dptwin-exec runs it (the exec launcher
+// forks the ranks; emulated clusters start each rank inside its network
+// namespace) and writes its result JSON; the simulator predicts the same
+// configuration from a calibrated profile on the matrix's cluster. The report
+// holds per-case predicted vs measured step time and breakdown, the error,
+// and the summary (MAPE, worst case, Kendall tau of the strategy ranking within
+// each configuration).
+//
+// JSON schema (read by `dptwin report --validation`; keep the field names):
+//   {matrix, profile, cases: [{labels: {model, strategy, ranks, precision,
+//    micro_batch, seq_len}, label, predicted_step_s, measured_step_s, error_pct,
+//    predicted_breakdown: {compute_s, exposed_comm_s, hidden_comm_s, optimizer_s,
+//    overhead_s}, measured_breakdown: {forward_s, backward_s, comm_s, wait_s,
+//    optimizer_s, data_s}, measured_p10_s, measured_p90_s, status}],
+//    summary: {cases, mape_pct, worst_pct, worst_case, kendall_tau, concordant,
+//    discordant, ties, ranking_correct, ranking_tie_pct}}
+//
+// Thread-safety: run_validation forks processes; call from one thread.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sim/scenario.hpp"
+#include "validate/matrix.hpp"
+
+namespace dptwin::validate {
+
+struct CaseOutcome {
+  ValidationCase c;
+  std::string status = "ok";          // ok | failed (exec failed; no error figures)
+  std::string message;
+  double predicted_step_s = 0;
+  double measured_step_s = 0;
+  double measured_p10_s = 0, measured_p90_s = 0;
+  nlohmann::json predicted_breakdown = nlohmann::json::object();
+  nlohmann::json measured_breakdown = nlohmann::json::object();
+};
+
+struct ValidationSummary {
+  int cases = 0;                 // cases with both figures
+  double mape_pct = 0;
+  double worst_pct = 0;
+  std::string worst_case;
+  double kendall_tau = 1;
+  int concordant = 0, discordant = 0, ties = 0;
+  bool ranking_correct = true;   // no discordant pair whose measured times differ by more than the tie band
+};
+
+// Computes the summary of outcomes (pure). Pairs of cases of one configuration
+// (same group_key) whose measured step times are within `tie_pct` percent count
+// as ties: run-to-run noise must not decide a ranking.
+ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pct);
+
+nlohmann::json to_json(const std::string& matrix, const std::string& profile, const std::vector<CaseOutcome>& cases,
+                       const ValidationSummary& s, double tie_pct);
+// A readable table: one row per case, then the summary lines.
+std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSummary& s);
+
+// The scenario point the simulator prices for a case: the matrix's cluster,
+// ring allreduce (what Gloo and MPI run on CPU tensors), sps as a central
+// parameter server, the given profile document applied (name "" = defaults).
+sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile_path);
+
+// dptwin-exec arguments for a case (without the binary; --out appended by the caller).
+std::vector<std::string> exec_args(const ValidationMatrix& m, const ValidationCase& c);
+
+struct ValidationOptions {
+  std::string profile;        // profile YAML ("" = datasheet defaults)
+  std::string out_dir;        // per-case exec results and the report land here
+  std::string exec_binary;    // dptwin-exec ("" = find it like `dptwin exec`)
+  bool predict_only = false;  // no runs: predictions only (measured fields 0)
+  double case_timeout_s = 900;
+  std::function<void(const std::string&)> log;  // progress lines (may be empty)
+};
+
+// Runs and predicts every case. Exec failures are recorded per case (status
+// "failed"), not thrown. Throws InputError for bad profiles or clusters.
+std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o);
+
+// Reads the measured figures of an exec result JSON into `out`.
+void read_exec_result(const nlohmann::json& result, CaseOutcome& out);
+
+}  // namespace dptwin::validate
