@@ -31,11 +31,22 @@ sim::Scenario load_any_scenario(const std::string& file) {
 }
 
 void write_file(const std::string& path, const std::function<void(std::ostream&)>& writer) {
-  std::ofstream out(path);
-  if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
-  writer(out);
-  out.close();
-  if (!out) throw std::runtime_error(fmt::format("error while writing '{}'", path));
+  // Parent folders are created; the file appears whole or not at all (temp + rename),
+  // so an interrupted run never leaves a truncated result behind.
+  std::filesystem::path target(path);
+  std::error_code ec;
+  if (target.has_parent_path()) std::filesystem::create_directories(target.parent_path(), ec);
+  std::filesystem::path tmp = target;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw std::runtime_error(fmt::format("cannot write '{}'", path));
+    writer(out);
+    out.close();
+    if (!out) throw std::runtime_error(fmt::format("error while writing '{}'", path));
+  }
+  std::filesystem::rename(tmp, target, ec);
+  if (ec) throw std::runtime_error(fmt::format("cannot write '{}': {}", path, ec.message()));
 }
 
 namespace {

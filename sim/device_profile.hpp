@@ -29,6 +29,8 @@ namespace dptwin::sim {
 // or a copy runs fastest while its operands fit in cache and slows down beyond
 // (the saturating form can only rise). `max` is then the table's largest value.
 struct EfficiencyCurve {
+  EfficiencyCurve() = default;
+  EfficiencyCurve(double max_eff, double half) : max(max_eff), half_work(half) {}
   double max = 0.7;
   double half_work = 0;  // 0 = always `max`
   std::vector<std::pair<double, double>> table;  // (work, efficiency), ascending work; empty = the form above

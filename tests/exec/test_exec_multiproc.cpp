@@ -104,6 +104,23 @@ TEST_CASE("equivalence across processes: sps, dps, horovod on 2 ranks == single,
   }
 }
 
+TEST_CASE("horovod with dptwin's ring over send/recv on 3 ranks == single, gloo and mpi") {
+  TempDir d;
+  const std::vector<std::string> common{"--steps", "3", "--lr", "3e-3", "--lr-warmup", "2", "--warmup-steps", "1"};
+  auto args = common;
+  args.insert(args.end(), {"--strategy", "single", "--micro-batch", "6", "--final-params", d.path + "/single.pt"});
+  REQUIRE(exec(args).outcome.ok);
+  for (const auto& backend : backends()) {
+    auto a = common;
+    a.insert(a.end(), {"--strategy", "horovod", "--hvd-ring", "--np", "3", "--backend", backend, "--micro-batch", "2",
+                       "--final-params", d.path + "/ring.pt"});
+    const auto r = exec(a);
+    REQUIRE_MESSAGE(r.outcome.ok, backend << ": " << r.outcome.failure);
+    CHECK(compare_params(load_named_params(d.path + "/ring.pt"), load_named_params(d.path + "/single.pt")).global <
+          1e-5);
+  }
+}
+
 TEST_CASE("every strategy runs on 1, 2 and 4 ranks with gloo and mpi") {
   TempDir d;
   for (const auto& backend : backends()) {
@@ -146,6 +163,26 @@ TEST_CASE("a stalled rank makes its peers time out instead of hanging") {
                       60);
   CHECK_FALSE(r.outcome.ok);
   CHECK(r.seconds < 30);
+}
+
+TEST_CASE("killed inside a checkpoint write: the previous checkpoint survives and resumes") {
+  if (!gloo_available()) return;
+  TempDir d;
+  const std::vector<std::string> base{"--strategy", "dps", "--np", "2", "--backend", "gloo", "--steps", "6"};
+  auto full = base;
+  full.insert(full.end(), {"--out", d.path + "/full.json"});
+  REQUIRE(exec(full).outcome.ok);
+  auto killed = base;
+  // Checkpoints after steps 1 and 3; rank 0 dies inside the second write (after step 3).
+  killed.insert(killed.end(), {"--checkpoint-dir", d.path + "/ckpt", "--checkpoint-every", "2", "--fault", "ckptkill:3"});
+  CHECK_FALSE(exec(killed).outcome.ok);
+  auto resumed = base;
+  resumed.insert(resumed.end(), {"--checkpoint-dir", d.path + "/ckpt", "--resume", "--out", d.path + "/resumed.json"});
+  REQUIRE(exec(resumed).outcome.ok);
+  const auto a = load_json(d.path + "/full.json")["steps"];
+  const auto b = load_json(d.path + "/resumed.json")["steps"];
+  REQUIRE(b.size() == 4);  // resumed from the checkpoint of step 1: steps 2..5
+  for (size_t k = 0; k < b.size(); ++k) CHECK(b[k]["loss"].get<double>() == a[2 + k]["loss"].get<double>());
 }
 
 TEST_CASE("resume after a killed run reproduces the uninterrupted losses (gloo, dps)") {

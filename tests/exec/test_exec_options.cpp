@@ -99,6 +99,11 @@ TEST_CASE("bad input names the flag") {
   CHECK(error_of({"--resume"}).find("--checkpoint-dir") != std::string::npos);
   CHECK(error_of({"--no-such-flag"}).find("no-such-flag") != std::string::npos);
   CHECK(error_of({"--fault", "explode"}).find("--fault") != std::string::npos);
+  CHECK(error_of({"--fault", "kill:1"}).find("--fault") != std::string::npos);
+  CHECK(error_of({"--fault", "nan:x"}).find("--fault") != std::string::npos);
+  CHECK(error_of({"--fault", "kill:1:2"}).empty());
+  CHECK(error_of({"--fault", "ckptkill:3"}).empty());
+  CHECK(error_of({"--hvd-ring"}).find("--hvd-ring") != std::string::npos);
   CHECK(error_of({"--micro-batch", "x"}).find("--micro-batch") != std::string::npos);
 }
 

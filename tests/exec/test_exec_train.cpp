@@ -102,6 +102,27 @@ TEST_CASE("data-parallel equivalence: sps, dps, horovod on 2 ranks equal single 
   }
 }
 
+TEST_CASE("horovod: small fusion buffer and dptwin's own ring allreduce keep the equivalence") {
+  TempDir d;
+  auto ref = tiny("single", 1, 6, 3);
+  ref.final_params = d.path + "/single.pt";
+  run(ref);
+  auto o = tiny("horovod", 3, 2, 3);
+  o.fusion_threshold_mb = 0.05;
+  o.hvd_ring = true;
+  o.final_params = d.path + "/hvd.pt";
+  const auto outs = run(o);
+  const auto diff = compare_params(load_named_params(o.final_params), load_named_params(ref.final_params));
+  CHECK(diff.global < 1e-5);
+  int sends = 0, negotiations = 0;
+  for (const auto& s : outs[1].report.spans) {
+    sends += s.name == "send";
+    negotiations += s.name.rfind("hvd.negotiate", 0) == 0;
+  }
+  CHECK(sends > 0);
+  CHECK(negotiations > 0);
+}
+
 TEST_CASE("dps: small buckets, launched during backward in reverse order; equivalence holds") {
   TempDir d;
   auto ref = tiny("single", 1, 4, 3);
