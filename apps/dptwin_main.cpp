@@ -20,6 +20,7 @@
 
 #include "apps/cli_table.hpp"
 #include "apps/report_commands.hpp"
+#include "apps/validate_commands.hpp"
 #include "core/error.hpp"
 #include "exec/data_prep.hpp"
 #include "exec/launcher.hpp"
@@ -239,6 +240,7 @@ int main_impl(int argc, char** argv) {
   CLI::App* plan = app.add_subcommand("plan", "find the fastest and the cheapest way to train a model on T tokens");
   register_options(*plan, pargs, plan_table());
 
+  ValidateCommands vcmds(app);
   for (const auto& d : delegated_commands()) app.add_subcommand(d.name, d.help);  // listed in --help; run above
 
   try {
@@ -263,6 +265,7 @@ int main_impl(int argc, char** argv) {
   }
   if (sweep->parsed()) return run_sweep(wargs);
   if (plan->parsed()) return run_plan(pargs);
+  if (vcmds.parsed()) return vcmds.run();
   return kExitInputError;
 }
 

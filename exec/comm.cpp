@@ -16,7 +16,10 @@ int64_t process_clock_ns() {
 
 void Work::wait(std::chrono::duration<double> timeout) {
   std::unique_lock<std::mutex> lock(mu_);
+  const bool counted = waiters_ && !done_;
+  if (counted) waiters_->fetch_add(1);
   const bool done = cv_.wait_for(lock, timeout, [&] { return done_; });
+  if (counted) waiters_->fetch_sub(1);
   if (!done)
     throw CommTimeout(fmt::format("{} did not complete within {:.1f} s (a peer rank may be dead or stalled)", what_,
                                   timeout.count()));

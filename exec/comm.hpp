@@ -27,6 +27,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -67,6 +68,11 @@ class Work {
   // Runs `fn` once the work completes (immediately if it already has), on the completing thread.
   void on_complete(std::function<void(const Work&)> fn);
 
+  // Backend side: a counter of threads blocked in wait() on works of one
+  // communicator, so a polling backend can tell "a caller is idle, waiting"
+  // (poll hard) from "the caller is computing" (poll gently).
+  void count_waiters_in(std::shared_ptr<std::atomic<int>> counter) { waiters_ = std::move(counter); }
+
   const std::string& what() const { return what_; }
   int64_t start_ns() const { return start_ns_; }
   int64_t end_ns() const { return end_ns_; }
@@ -80,6 +86,7 @@ class Work {
   std::exception_ptr error_;
   int64_t start_ns_ = -1, end_ns_ = -1;
   std::vector<std::function<void(const Work&)>> callbacks_;
+  std::shared_ptr<std::atomic<int>> waiters_;
 };
 using WorkPtr = std::shared_ptr<Work>;
 
@@ -118,6 +125,13 @@ class Communicator {
   std::chrono::duration<double> timeout() const { return timeout_; }
   void set_timeout(std::chrono::duration<double> t) { timeout_ = t; }
 
+  // Whether a thread blocked in wait() on this communicator's works leaves its
+  // process idle (default true: the training thread waiting for its gradients).
+  // Polling backends then poll hard. Set false for a helper thread (Horovod's
+  // loop) that waits while the training thread computes.
+  void set_waiters_idle(bool idle) { waiters_idle_ = idle; }
+  bool waiters_idle() const { return waiters_idle_; }
+
   // Records the next op issued by the calling thread under `label` instead of
   // its kind (e.g. "allreduce.bucket3"). Only for the thread issuing that op.
   void label_next(std::string label) { next_label_ = std::move(label); }
@@ -139,6 +153,7 @@ class Communicator {
   WorkPtr record(const char* kind, int64_t bytes, WorkPtr w, int64_t launch_ns);
   Recorder* recorder_ = nullptr;
   bool recording_ = true;
+  bool waiters_idle_ = true;
   std::chrono::duration<double> timeout_{120.0};
   std::string next_label_;
 };

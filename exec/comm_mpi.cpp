@@ -18,7 +18,9 @@
 #include <c10/util/Half.h>
 #include <mpi.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 
 #include "exec/op_queue.hpp"
 
@@ -27,6 +29,11 @@ namespace {
 
 struct MpiState {
   bool initialized = false;
+  // Progress of a waiting comm thread: DPTWIN_MPI_PROGRESS=poll|blocking,
+  // DPTWIN_MPI_SPIN_US (default 50), DPTWIN_MPI_MAX_SLEEP_US (default 100).
+  bool poll = true;
+  int spin_us = 50;
+  int max_sleep_us = 100;
   MPI_Op half_ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};  // fp16: sum, min, max
   MPI_Op bf16_ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
 };
@@ -60,6 +67,9 @@ void ensure_init() {
     if (provided < MPI_THREAD_MULTIPLE)
       throw CommError(fmt::format("MPI provides thread level {} < MPI_THREAD_MULTIPLE", provided));
   }
+  if (const char* p = std::getenv("DPTWIN_MPI_PROGRESS")) st.poll = std::string(p) != "blocking";
+  if (const char* p = std::getenv("DPTWIN_MPI_SPIN_US")) st.spin_us = std::max(0, std::atoi(p));
+  if (const char* p = std::getenv("DPTWIN_MPI_MAX_SLEEP_US")) st.max_sleep_us = std::max(1, std::atoi(p));
   MPI_Op_create(&half_op<c10::Half, 0>, 1, &st.half_ops[0]);
   MPI_Op_create(&half_op<c10::Half, 1>, 1, &st.half_ops[1]);
   MPI_Op_create(&half_op<c10::Half, 2>, 1, &st.half_ops[2]);
@@ -135,61 +145,70 @@ class MpiCommunicator final : public Communicator {
 
  protected:
   WorkPtr do_allreduce(at::Tensor& t, ReduceOp op) override {
-    return run("allreduce", [=, this] {
-      return MPI_Allreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t), mpi_type(t), mpi_op(t, op), h_.comm);
+    return run("allreduce", [=, this](MPI_Request* req) {
+      return MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), count_of(t), mpi_type(t), mpi_op(t, op), h_.comm, req);
     });
   }
   WorkPtr do_reduce(at::Tensor& t, int root, ReduceOp op) override {
-    return run("reduce", [=, this] {
+    return run("reduce", [=, this](MPI_Request* req) {
       void* p = t.data_ptr();
-      return MPI_Reduce(rank_ == root ? MPI_IN_PLACE : p, rank_ == root ? p : nullptr, count_of(t), mpi_type(t),
-                        mpi_op(t, op), root, h_.comm);
+      return MPI_Ireduce(rank_ == root ? MPI_IN_PLACE : p, rank_ == root ? p : nullptr, count_of(t), mpi_type(t),
+                         mpi_op(t, op), root, h_.comm, req);
     });
   }
   WorkPtr do_broadcast(at::Tensor& t, int root) override {
-    return run("broadcast", [=, this] { return MPI_Bcast(t.data_ptr(), count_of(t), mpi_type(t), root, h_.comm); });
+    return run("broadcast", [=, this](MPI_Request* req) {
+      return MPI_Ibcast(t.data_ptr(), count_of(t), mpi_type(t), root, h_.comm, req);
+    });
   }
   WorkPtr do_allgather(at::Tensor& in, at::Tensor& out) override {
-    return run("allgather", [=, this] {
-      return MPI_Allgather(in.data_ptr(), count_of(in), mpi_type(in), out.data_ptr(), count_of(in), mpi_type(out),
-                           h_.comm);
+    return run("allgather", [=, this](MPI_Request* req) {
+      return MPI_Iallgather(in.data_ptr(), count_of(in), mpi_type(in), out.data_ptr(), count_of(in), mpi_type(out),
+                            h_.comm, req);
     });
   }
   WorkPtr do_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) override {
-    return run("reduce_scatter", [=, this] {
-      return MPI_Reduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out), mpi_type(in), mpi_op(in, op),
-                                      h_.comm);
+    return run("reduce_scatter", [=, this](MPI_Request* req) {
+      return MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), count_of(out), mpi_type(in), mpi_op(in, op),
+                                       h_.comm, req);
     });
   }
   WorkPtr do_send(at::Tensor& t, int dst, int tag) override {
     // Sends run on their own thread so that a send and the matching receive of a
     // ring step proceed together (MPI keeps per-peer, per-tag order).
-    return run("send", [=, this] { return MPI_Send(t.data_ptr(), count_of(t), mpi_type(t), dst, tag, h_.comm); },
-               send_queue_);
+    return run("send", [=, this](MPI_Request* req) {
+      return MPI_Isend(t.data_ptr(), count_of(t), mpi_type(t), dst, tag, h_.comm, req);
+    }, send_queue_);
   }
   WorkPtr do_recv(at::Tensor& t, int src, int tag) override {
-    return run("recv", [=, this] {
-      return MPI_Recv(t.data_ptr(), count_of(t), mpi_type(t), src, tag, h_.comm, MPI_STATUS_IGNORE);
+    return run("recv", [=, this](MPI_Request* req) {
+      return MPI_Irecv(t.data_ptr(), count_of(t), mpi_type(t), src, tag, h_.comm, req);
     });
   }
   WorkPtr do_barrier() override {
-    return run("barrier", [this] { return MPI_Barrier(h_.comm); });
+    return run("barrier", [this](MPI_Request* req) { return MPI_Ibarrier(h_.comm, req); });
   }
 
  private:
   template <typename F>
-  WorkPtr run(const char* kind, F&& call) {
-    return run(kind, std::forward<F>(call), queue_);
+  WorkPtr run(const char* kind, F&& start) {
+    return run(kind, std::forward<F>(start), queue_);
   }
 
+  // Starts the nonblocking operation on `queue`'s thread and completes it there:
+  // MPI_Wait (progress "blocking": OpenMPI spins) or MPI_Test with a short spin
+  // and then sleeps of growing length (progress "poll": leaves the core to compute).
   template <typename F>
-  WorkPtr run(const char* kind, F&& call, OpQueue& queue) {
+  WorkPtr run(const char* kind, F&& start, OpQueue& queue) {
     auto w = std::make_shared<Work>(fmt::format("MPI {} on rank {}", kind, rank_));
-    queue.submit([this, w, call = std::forward<F>(call)]() mutable {
+    if (waiters_idle()) w->count_waiters_in(waiters_);
+    queue.submit([this, w, start = std::forward<F>(start)]() mutable {
       w->mark_started(now_ns());
       std::exception_ptr err;
       try {
-        const int rc = call();
+        MPI_Request req = MPI_REQUEST_NULL;
+        int rc = start(&req);
+        if (rc == MPI_SUCCESS) rc = complete(&req, *waiters_);
         if (rc != MPI_SUCCESS) err = std::make_exception_ptr(CommError(w->what() + ": " + mpi_error_text(rc)));
       } catch (...) {
         err = std::current_exception();
@@ -199,8 +218,30 @@ class MpiCommunicator final : public Communicator {
     return w;
   }
 
+  // Polls hard while some thread is blocked waiting on this communicator (it
+  // is idle anyway), gently (growing sleeps) while callers compute.
+  static int complete(MPI_Request* req, const std::atomic<int>& waiters) {
+    if (!mpi_state().poll) return MPI_Wait(req, MPI_STATUS_IGNORE);
+    using clock = std::chrono::steady_clock;
+    const auto spin_until = clock::now() + std::chrono::microseconds(mpi_state().spin_us);
+    int sleep_us = 5;
+    for (;;) {
+      int done = 0;
+      const int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+      if (rc != MPI_SUCCESS || done) return rc;
+      if (clock::now() < spin_until) continue;
+      if (waiters.load(std::memory_order_relaxed) > 0) {
+        sleep_us = 5;
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+      sleep_us = std::min(sleep_us * 2, mpi_state().max_sleep_us);
+    }
+  }
+
   CommHandle h_;
   int rank_ = 0, size_ = 1;
+  std::shared_ptr<std::atomic<int>> waiters_ = std::make_shared<std::atomic<int>>(0);
   OpQueue queue_;       // collectives and receives, in issue order
   OpQueue send_queue_;  // last two: stop before h_ frees the communicator
 };

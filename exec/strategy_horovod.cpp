@@ -21,7 +21,9 @@
 #include <fmt/format.h>
 #include <torch/csrc/autograd/function_hook.h>
 
+#include <atomic>
 #include <condition_variable>
+#include <exception>
 #include <thread>
 
 #include "exec/strategy.hpp"
@@ -59,6 +61,7 @@ class HorovodStrategy final : public Strategy {
     }
     hvd_comm_ = comm_.split("horovod");
     hvd_comm_->set_recorder(rec_);
+    hvd_comm_->set_waiters_idle(false);  // the loop waits while backward computes
     threshold_ = static_cast<int64_t>(opts_.fusion_threshold_mb * 1024 * 1024);
     thread_ = std::thread([this] { background_loop(); });
   }
@@ -68,6 +71,9 @@ class HorovodStrategy final : public Strategy {
       std::lock_guard<std::mutex> lock(mu_);
       stop_requested_ = true;
     }
+    // Unwinding after an error: peers may be dead or stalled and never agree to
+    // stop; abandon the loop at once (its current wait ends within 100 ms).
+    if (std::uncaught_exceptions() > 0) abort_.store(true);
     if (thread_.joinable()) thread_.join();
     for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hook_keys_[i]);
   }
@@ -127,6 +133,8 @@ class HorovodStrategy final : public Strategy {
 
   // One Horovod cycle; returns false once every rank asked to stop.
   bool run_cycle() {
+    // Host copy for the logic; the exchanged tensor lives where the backend wants
+    // it (NCCL: on the GPU of the parameters).
     auto flags = torch::zeros({static_cast<int64_t>(n_) + 1}, torch::kInt);
     auto* f = flags.data_ptr<int32_t>();
     bool any_local = false;
@@ -142,16 +150,18 @@ class HorovodStrategy final : public Strategy {
     }
     // Idle ticks are not recorded (they would flood the trace); real negotiations are.
     hvd_comm_->set_recording(any_local);
-    const auto timeout = comm_.timeout();
+    const auto device = params_[0].device();
+    auto wire = device.is_cpu() ? flags : flags.to(device);
     if (opts_.hvd_cache && cache_warm_) {
       hvd_comm_->label_next("hvd.negotiate.bitvector");
-      hvd_comm_->allreduce(flags, ReduceOp::Min)->wait(timeout);
+      wait_or_abandon(hvd_comm_->allreduce(wire, ReduceOp::Min));
     } else {
       hvd_comm_->label_next("hvd.negotiate.request");
-      hvd_comm_->reduce(flags, 0, ReduceOp::Min)->wait(timeout);
+      wait_or_abandon(hvd_comm_->reduce(wire, 0, ReduceOp::Min));
       hvd_comm_->label_next("hvd.negotiate.response");
-      hvd_comm_->broadcast(flags, 0)->wait(timeout);
+      wait_or_abandon(hvd_comm_->broadcast(wire, 0));
     }
+    if (!device.is_cpu()) flags.copy_(wire.cpu());
     hvd_comm_->set_recording(true);
     if (f[n_] == 1) return false;
     std::vector<size_t> ready;
@@ -222,7 +232,21 @@ class HorovodStrategy final : public Strategy {
       return;
     }
     hvd_comm_->label_next(label);
-    hvd_comm_->allreduce(t)->wait(comm_.timeout());
+    wait_or_abandon(hvd_comm_->allreduce(t));
+  }
+
+  // Waits in slices so that an abandoned loop (abort_) stops within 100 ms.
+  void wait_or_abandon(const WorkPtr& w) {
+    const auto deadline = std::chrono::steady_clock::now() + comm_.timeout();
+    for (;;) {
+      if (abort_.load()) throw CommError("horovod: loop abandoned");
+      try {
+        w->wait(std::chrono::milliseconds(100));
+        return;
+      } catch (const CommTimeout&) {
+        if (std::chrono::steady_clock::now() >= deadline) throw;
+      }
+    }
   }
 
   Communicator& comm_;
@@ -245,6 +269,7 @@ class HorovodStrategy final : public Strategy {
   size_t remaining_ = 0;             // gradients of this step not yet reduced
   bool sync_ = true;
   bool stop_requested_ = false;
+  std::atomic<bool> abort_{false};
   std::exception_ptr bg_error_;
 
   std::thread thread_;  // last

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <thread>
 
 #include "exec/amp.hpp"
@@ -49,6 +50,16 @@ void trigger_fault(const Fault& f, int rank, int step) {
   if (f.kind == "kill") ::raise(SIGKILL);
   if (f.kind == "exit") std::_Exit(3);
   if (f.kind == "stall") std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// The device of a rank under NCCL: cuda:<local rank> (LOCAL_RANK from the
+// launcher/torchrun, OpenMPI's or Slurm's local id), else rank modulo GPUs.
+torch::Device rank_device(const Communicator* comm) {
+  if (!comm || comm->backend() != "nccl") return torch::Device(torch::kCPU);
+  const int64_t gpus = std::max<int64_t>(1, torch::cuda::device_count());
+  for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char* v = std::getenv(var)) return torch::Device(torch::kCUDA, static_cast<int16_t>(std::atoi(v) % gpus));
+  return torch::Device(torch::kCUDA, static_cast<int16_t>(comm->rank() % gpus));
 }
 
 models::Gpt2Config model_config(const ExecOptions& o) {
@@ -100,8 +111,7 @@ class Trainer {
     world_ = comm ? comm->size() : 1;
     amp_ = resolved_amp(o);
     half_ = half_type(o);
-    device_ = comm && comm->backend() == "nccl" ? torch::Device(torch::kCUDA, rank_ % std::max<int64_t>(1, torch::cuda::device_count()))
-                                                : torch::Device(torch::kCPU);
+    device_ = rank_device(comm);
     load_data();
     build_model();
     build_optimizer();
@@ -361,11 +371,14 @@ TrainOutput train_rank(const ExecOptions& opts, Communicator* comm, Recorder& re
 std::vector<RankReport> gather_reports(Communicator* comm, const RankReport& mine) {
   if (!comm || comm->size() == 1) return {mine};
   const auto timeout = comm->timeout();
+  // NCCL moves device memory only: stage the text through the GPU there.
+  const auto device = rank_device(comm);
   if (comm->rank() != 0) {
     const std::string text = to_json(mine).dump();
-    auto len = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong);
+    auto len = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong).to(device);
     auto bytes = torch::empty({static_cast<int64_t>(text.size())}, torch::kUInt8);
     std::memcpy(bytes.data_ptr(), text.data(), text.size());
+    bytes = bytes.to(device);
     comm->set_recording(false);
     comm->send(len, 0, 71)->wait(timeout);
     comm->send(bytes, 0, 72)->wait(timeout);
@@ -375,10 +388,11 @@ std::vector<RankReport> gather_reports(Communicator* comm, const RankReport& min
   std::vector<RankReport> all{mine};
   comm->set_recording(false);
   for (int r = 1; r < comm->size(); ++r) {
-    auto len = torch::zeros({1}, torch::kLong);
+    auto len = torch::zeros({1}, torch::TensorOptions().dtype(torch::kLong).device(device));
     comm->recv(len, r, 71)->wait(timeout);
-    auto bytes = torch::empty({len.item<int64_t>()}, torch::kUInt8);
+    auto bytes = torch::empty({len.item<int64_t>()}, torch::TensorOptions().dtype(torch::kUInt8).device(device));
     comm->recv(bytes, r, 72)->wait(timeout);
+    bytes = bytes.cpu();
     const std::string text(static_cast<const char*>(bytes.data_ptr()), static_cast<size_t>(bytes.numel()));
     all.push_back(rank_report_from_json(nlohmann::json::parse(text)));
   }

@@ -74,9 +74,9 @@ void write_outputs(const ExecOptions& o, const TrainOutput& mine, const std::vec
   if (!o.trace.empty()) write_file_atomically(o.trace, make_chrome_trace(all).dump());
 }
 
-// One rank: train, gather, write (rank 0).
-void run_rank(const ExecOptions& o, Communicator* comm) {
-  Recorder rec;
+// One rank: train, gather, write (rank 0). `rec` outlives `comm` (late
+// completions of failed operations still record into it).
+void run_rank(const ExecOptions& o, Communicator* comm, Recorder& rec) {
   if (comm) comm->set_recorder(&rec);
   auto out = train_rank(o, comm, rec);
   if (comm) comm->set_recorder(nullptr);
@@ -88,12 +88,13 @@ void run_rank(const ExecOptions& o, Communicator* comm) {
 int run_fake(const ExecOptions& o) {
   auto comms = make_fake_communicators(o.np);
   std::vector<std::string> errors(static_cast<size_t>(o.np));
+  std::vector<Recorder> recs(static_cast<size_t>(o.np));
   std::vector<std::thread> threads;
   for (int r = 0; r < o.np; ++r) {
     comms[static_cast<size_t>(r)]->set_timeout(std::chrono::duration<double>(o.comm_timeout_s));
     threads.emplace_back([&, r] {
       try {
-        run_rank(o, comms[static_cast<size_t>(r)].get());
+        run_rank(o, comms[static_cast<size_t>(r)].get(), recs[static_cast<size_t>(r)]);
       } catch (const std::exception& e) {
         errors[static_cast<size_t>(r)] = e.what();
       }
@@ -129,9 +130,20 @@ int run_worker(int argc, char** argv) {
 
   const bool is_mpi = o.backend == "mpi";
   int rank = env.rank;
+  // Declared outside the try: on failure nothing is destroyed — peers may still
+  // be blocked in a collective with us and a backend's destructor would wait
+  // for them; the process exits at once instead (MPI: the job is aborted).
+  Recorder rec;
+  std::unique_ptr<Communicator> comm;
+  auto fail = [&](int code, const char* what) {
+    std::fprintf(stderr, "dptwin-exec rank %d: error: %s\n", rank, what);
+    std::fflush(stderr);
+    (void)comm.release();
+    if (is_mpi) mpi_abort(code);
+    std::_Exit(code);
+  };
   try {
     if (o.backend == "fake") return run_fake(o);
-    std::unique_ptr<Communicator> comm;
     const bool needs_comm = o.strategy != "single" || env.world > 1 || is_mpi;
     if (needs_comm) {
       const auto timeout = std::chrono::duration<double>(o.comm_timeout_s);
@@ -151,23 +163,16 @@ int run_worker(int argc, char** argv) {
       if (o.strategy == "single" && o.np > 1)
         throw InputError(SourceLocation{"command line", 0, 0}, "--strategy", "single runs on exactly 1 rank");
     }
-    run_rank(o, comm.get());
+    run_rank(o, comm.get(), rec);
     comm.reset();
     if (is_mpi) mpi_finalize();
     return 0;
   } catch (const InputError& e) {
-    std::fprintf(stderr, "dptwin-exec rank %d: error: %s\n", rank, e.what());
-    std::fflush(stderr);
-    if (is_mpi) mpi_abort(kExitInputError);
-    std::_Exit(kExitInputError);
+    fail(kExitInputError, e.what());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dptwin-exec rank %d: error: %s\n", rank, e.what());
-    std::fflush(stderr);
-    // Peers may be blocked in a collective with us: never run destructors that
-    // could wait on them; under MPI take the whole job down.
-    if (is_mpi) mpi_abort(kExitRuntimeError);
-    std::_Exit(kExitRuntimeError);
+    fail(kExitRuntimeError, e.what());
   }
+  return kExitRuntimeError;
 }
 
 }  // namespace dptwin::exec

@@ -112,13 +112,16 @@ for h in "${HARNESSES[@]}"; do
   mkdir -p "$work" "$art"
   echo "== fuzz_$h: ${TIME}s, seeds fuzz/corpus/$h ($(ls "$ROOT/fuzz/corpus/$h" | wc -l) files)"
   log="$BUILD/fuzz_$h.log"
+  # -jobs makes libFuzzer write fuzz-N.log into the current directory: only with --jobs N > 1.
+  PARALLEL=""
+  [ "$JOBS" -gt 1 ] && PARALLEL="-jobs=$JOBS -workers=$JOBS"
   set +e
   (cd "$ROOT" && "$BUILD/fuzz_$h" -max_total_time="$TIME" -timeout=30 -rss_limit_mb=2048 -max_len=16384 \
-     -print_final_stats=1 $SEED -artifact_prefix="$art/" -jobs="$JOBS" -workers="$JOBS" "$work" "$ROOT/fuzz/corpus/$h") \
+     -print_final_stats=1 $SEED -artifact_prefix="$art/" $PARALLEL "$work" "$ROOT/fuzz/corpus/$h") \
      > "$log" 2>&1
   rc=$?
   set -e
-  if [ "$JOBS" -gt 1 ]; then cat "$BUILD"/fuzz-*.log >> "$log" 2>/dev/null || true; rm -f "$BUILD"/fuzz-*.log; fi
+  if [ "$JOBS" -gt 1 ]; then cat "$ROOT"/fuzz-[0-9]*.log >> "$log" 2>/dev/null || true; rm -f "$ROOT"/fuzz-[0-9]*.log; fi
   execs=$(grep -h "stat::number_of_executed_units" "$log" | awk '{s+=$2} END {print s+0}')
   cov=$(grep -ho "cov: [0-9]*" "$log" | tail -1)
   if [ $rc -ne 0 ] || ls "$art" | grep -q .; then

@@ -21,6 +21,6 @@ mkdir -p "$out"
 matrix="$here/scenarios/validation/netns-${rate}gbit.yaml"
 cluster="$here/scenarios/validation/netns-4x-${rate}gbit.yaml"
 "$here/scripts/netns-cluster.sh" run 4 "${rate}gbit" -- bash -c "
-  '$dptwin' calibrate --ranks 1,2,4 --max-bytes 64MiB --cluster '$cluster' --netns '$matrix' \
+  '$dptwin' calibrate --ranks 1,2,4 --max-bytes '64 MiB' --cluster '$cluster' --netns '$matrix' \
      --out '$out/profile-${rate}gbit.yaml' > /dev/null &&
   '$dptwin' validate '$matrix' --profile '$out/profile-${rate}gbit.yaml' --out '$out/validate-${rate}gbit'"

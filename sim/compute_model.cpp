@@ -76,7 +76,9 @@ OpCost op_cost(const models::OpSpec& op, const DeviceProfile& dev, const Precisi
     if (op.cls != OpClass::Matmul && op.cls != OpClass::BatchedMatmul) peak = dev.spec.fp32_peak.value();
     compute_s = op.flops / (peak * eff);
   }
-  double mem_s = c.bytes > 0 ? c.bytes / (dev.spec.memory_bandwidth.value() * dev.memory.at(c.bytes / kernels)) : 0;
+  // Measured 16-bit memory-class rates replace the fp32 curve for half data (see DeviceProfile::memory_half).
+  const EfficiencyCurve& memc = dtype_size(dt) < 4 && !dev.memory_half.table.empty() ? dev.memory_half : dev.memory;
+  double mem_s = c.bytes > 0 ? c.bytes / (dev.spec.memory_bandwidth.value() * memc.at(c.bytes / kernels)) : 0;
   // O1 casts fp32 weights and activations to half on every matmul call.
   if (prec.amp == AmpLevel::O1 && (op.cls == OpClass::Matmul) && op.pass == models::Pass::Forward) {
     double weight_elems = static_cast<double>(op.k) * static_cast<double>(op.n);

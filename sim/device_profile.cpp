@@ -72,7 +72,7 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 }
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
-  node.check_keys({"matmul", "batched_matmul", "memory", "launch_overhead", "step_overhead", "overlap_slowdown",
+  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "launch_overhead", "step_overhead", "overlap_slowdown",
                    "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
   auto rate = [](const YamlNode& n) {
@@ -103,6 +103,10 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   if (auto n = node.find("matmul")) apply_curve(*n, p.matmul);
   if (auto n = node.find("batched_matmul")) apply_curve(*n, p.batched_matmul);
   if (auto n = node.find("memory")) apply_curve(*n, p.memory);
+  if (auto n = node.find("memory_half")) {
+    if (!n->has("table")) n->fail("memory_half is a measured table: {table: [[bytes, efficiency], ...]}");
+    apply_curve(*n, p.memory_half);
+  }
   if (auto n = node.find("launch_overhead")) {
     p.launch_overhead = n->as_time();
     if (p.launch_overhead.seconds() > 1.0) n->fail("launch_overhead above 1 s per kernel is not meaningful");
@@ -151,6 +155,7 @@ DeviceProfile DeviceProfile::shared_by(int ranks) const {
   p.matmul.slow_down(f);
   p.batched_matmul.slow_down(f);
   p.memory.slow_down(f);
+  p.memory_half.slow_down(f);
   p.launch_overhead = launch_overhead.scaled(f);
   p.step_overhead = step_overhead.scaled(f);
   p.host_memcpy = Bandwidth(host_memcpy.value() / f);

@@ -45,6 +45,10 @@ struct DeviceProfile {
   EfficiencyCurve matmul{0.75, 2e9};          // dense GEMM, of peak in its dtype
   EfficiencyCurve batched_matmul{0.55, 2e9};  // attention bmm
   EfficiencyCurve memory{0.80, 4e6};          // elementwise / softmax / layernorm, of memory bandwidth
+  // The same ops on 16-bit data, when measured (a table): CPUs convert bf16 to
+  // fp32 and back in every pointwise kernel, so they move half the bytes at well
+  // under the fp32 rate. Without a table, half-precision ops use `memory`.
+  EfficiencyCurve memory_half{0.0, 0};
   Time launch_overhead;                       // per kernel (dispatch + launch); from the spec by default
   Time step_overhead = Time::us(500);         // fixed host cost per optimizer step (Python loop, data loader hand-off)
   double overlap_slowdown = 0.10;             // compute slowdown while communication runs on the same device

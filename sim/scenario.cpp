@@ -332,9 +332,10 @@ std::optional<YamlNode> load_calibration(const YamlNode& node, const fs::path& b
   const std::string name = node.as<std::string>();
   fs::path p = fs::path(name).is_absolute() ? fs::path(name) : base_dir / name;
   if (!fs::exists(p)) node.fail(fmt::format("calibration file '{}' not found", p.string()));
+  // The whole profile document as `dptwin calibrate` writes it (device: and network:).
   YamlNode cal = load_yaml_file(p.string());
-  cal.check_keys({"name", "description", "source", "device"});
-  return cal.at("device");
+  cal.check_keys({"name", "description", "source", "device", "network"});
+  return cal;
 }
 
 }  // namespace
@@ -645,7 +646,7 @@ Scenario parse_scenario(const YamlNode& root) {
     s.profile = default_profile(s.cluster.device);
     if (calibration_device) {
       try {
-        apply_profile_yaml(*calibration_device, s.profile);
+        apply_profile_document(*calibration_device, s.profile);
       } catch (const InputError& e) {
         throw e.with_context(fmt::format("while applying calibration '{}'", *calibration_path));
       }

@@ -337,6 +337,31 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
     cc["elementwise_s"] = time_concurrent(a, c, [&] { auto z = x + y; }, 30);
     cc["elementwise_bytes"] = 3.0 * 4 * (1 << 20);
     cc["dispatch_s"] = time_concurrent(a, c, [&] { for (int i = 0; i < 200; ++i) t1.add_(1.0); }, 20) / 200;
+    // The sharing factor measured back to back: rank 0 alone (the others wait at
+    // a barrier), then every rank at once; the median ratio of 7 such pairs, so
+    // that slow drifts of other load on the machine cancel out.
+    std::vector<double> ratios;
+    auto mix = [&] {
+      auto z = torch::matmul(A, B);
+      auto w = x + y;
+      for (int i = 0; i < 200; ++i) t1.add_(1.0);
+    };
+    mix();
+    for (int rep = 0; rep < 7; ++rep) {
+      c.comm->barrier()->wait(kTimeout);
+      double alone = 0;
+      if (c.rank == 0) {
+        auto t = Clock::now();
+        for (int i = 0; i < 8; ++i) mix();
+        alone = seconds_since(t);
+      }
+      alone = allmax(c, alone);
+      c.comm->barrier()->wait(kTimeout);
+      auto t = Clock::now();
+      for (int i = 0; i < 8; ++i) mix();
+      ratios.push_back(allmax(c, seconds_since(t)) / alone);
+    }
+    cc["sharing_factor"] = median(ratios);
   }
   // Overlap: matmuls while a large allreduce is in flight vs alone.
   if (n > 1) {
@@ -354,7 +379,7 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
     const double comm_s = allmax(c, seconds_since(t0));
     const int k = std::clamp(static_cast<int>(0.8 * comm_s / per), 2, 400);
     std::vector<double> alone, with;
-    for (int rep = 0; rep < 3; ++rep) {
+    for (int rep = 0; rep < 7; ++rep) {
       c.comm->barrier()->wait(kTimeout);
       t0 = Clock::now();
       for (int i = 0; i < k; ++i) one();

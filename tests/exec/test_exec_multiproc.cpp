@@ -6,6 +6,7 @@
 #include "param_compare.hpp"
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -53,9 +54,17 @@ struct Run {
 };
 
 // dptwin-exec with `args` (it launches its own ranks), tiny model, bounded time.
+// Defaults (tiny model, small corpus, 20 s comm timeout) unless `args` sets them:
+// an option given twice is an input error, which would let a failure test pass.
 Run exec(std::vector<std::string> args, double timeout_s = 120) {
-  std::vector<std::string> argv{worker(), "--model", "tiny", "--synthetic-tokens", "32768", "--comm-timeout-s", "20",
-                                "--launch-timeout-s", std::to_string(static_cast<int>(timeout_s))};
+  std::vector<std::string> argv{worker()};
+  auto set = [&](const std::string& flag, const std::string& value) {
+    if (std::find(args.begin(), args.end(), flag) == args.end()) argv.insert(argv.end(), {flag, value});
+  };
+  set("--model", "tiny");
+  set("--synthetic-tokens", "32768");
+  set("--comm-timeout-s", "20");
+  set("--launch-timeout-s", std::to_string(static_cast<int>(timeout_s)));
   argv.insert(argv.end(), args.begin(), args.end());
   const auto t0 = std::chrono::steady_clock::now();
   Run r;
@@ -151,18 +160,29 @@ TEST_CASE("a rank killed mid-step takes the job down within 30 s, naming the ran
   for (const auto& backend : backends()) {
     const auto r = exec({"--strategy", "dps", "--np", "3", "--backend", backend, "--steps", "50", "--fault", "kill:1:3"});
     CHECK_FALSE(r.outcome.ok);
+    CHECK(r.outcome.results[0].exit_code != 2);  // a runtime failure, not rejected input
     CHECK(r.seconds < 30);
     MESSAGE(backend << ": killed rank detected in " << r.seconds << " s");
   }
 }
 
 TEST_CASE("a stalled rank makes its peers time out instead of hanging") {
-  if (!gloo_available()) return;
-  const auto r = exec({"--strategy", "dps", "--np", "2", "--backend", "gloo", "--steps", "50", "--comm-timeout-s", "3",
-                       "--fault", "stall:1:2"},
-                      60);
-  CHECK_FALSE(r.outcome.ok);
-  CHECK(r.seconds < 30);
+  // MPI: a blocking MPI_Allreduce cannot be cancelled, so a stalled peer under dps
+  // is only caught by the launcher's job timeout (open item of issue 6); here the
+  // collective timeout is checked where it exists: Gloo, and Horovod's loop on MPI.
+  for (const auto& backend : backends()) {
+    for (const char* strategy : {"dps", "horovod"}) {
+      if (backend == std::string("mpi") && strategy == std::string("dps")) continue;
+      const auto r = exec({"--strategy", strategy, "--np", "2", "--backend", backend, "--steps", "50",
+                           "--comm-timeout-s", "3", "--fault", "stall:1:2"},
+                          60);
+      CHECK_FALSE(r.outcome.ok);
+      CHECK(r.outcome.results[0].exit_code != 2);  // a runtime failure, not rejected input
+      CHECK(r.seconds >= 3);                       // it waited for the timeout ...
+      CHECK(r.seconds < 30);                       // ... and no longer
+      MESSAGE(backend << " " << std::string(strategy) << ": stalled rank detected in " << r.seconds << " s (timeout 3 s)");
+    }
+  }
 }
 
 TEST_CASE("killed inside a checkpoint write: the previous checkpoint survives and resumes") {
