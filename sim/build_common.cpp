@@ -143,6 +143,21 @@ OptimizerWork optimizer_work(const StepContext& ctx) {
   return w;
 }
 
+TaskId add_optimizer_tasks(StepContext& ctx, int slot, const OptimizerWork& ow, const std::vector<TaskId>& deps,
+                           bool unscale, const char* step_name) {
+  Executor& ex = *ctx.ex;
+  std::vector<TaskId> after = deps;
+  auto stage = [&](Time d, const char* name) {
+    if (d <= Time::zero()) return;
+    after = {ex.add_task(slot, StreamKind::Compute, Category::Optimizer, d, ex.name_id(name), after)};
+  };
+  if (unscale) stage(ow.unscale, "unscale + overflow check");
+  stage(ow.clip, "clip_grad_norm");
+  after = {ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.step, ex.name_id(step_name), after)};
+  stage(ow.master_copy, "master -> model copy");
+  return after.front();
+}
+
 Algorithm allreduce_algorithm(const StepContext& ctx) {
   // Auto is resolved per message when priced (see add_collective_on), as NCCL's tuner does.
   return ctx.opts->algorithm;
@@ -238,14 +253,7 @@ std::vector<TaskId> build_single_step(StepContext& ctx, const std::vector<TaskId
       last = ex.add_task(slot, StreamKind::Compute, Category::Backward, sum_backward(ctx, 0, ctx.backward_times.size()),
                          ex.name_id("backward"), {last});
     }
-    if (ow.unscale > Time::zero())
-      last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.unscale, ex.name_id("unscale + overflow check"), {last});
-    if (ow.clip > Time::zero())
-      last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.clip, ex.name_id("clip_grad_norm"), {last});
-    last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.step, ex.name_id("AdamW step"), {last});
-    if (ow.master_copy > Time::zero())
-      last = ex.add_task(slot, StreamKind::Compute, Category::Optimizer, ow.master_copy, ex.name_id("master -> model copy"), {last});
-    out.push_back(last);
+    out.push_back(add_optimizer_tasks(ctx, slot, ow, {last}));
   }
   return out;
 }

@@ -84,6 +84,12 @@ struct OptimizerWork {
 };
 OptimizerWork optimizer_work(const StepContext& ctx);
 
+// The optimizer side of a step on one slot's compute stream, after `deps`:
+// unscale + overflow check (AMP; skipped when `unscale` is false), clip, AdamW,
+// master-weight copy. Stages of zero cost are left out. Returns the last task.
+TaskId add_optimizer_tasks(StepContext& ctx, int slot, const OptimizerWork& ow, const std::vector<TaskId>& deps,
+                           bool unscale = true, const char* step_name = "AdamW step");
+
 // A collective over every slot, priced by the network for the full rank set.
 std::vector<TaskId> add_collective_all(StepContext& ctx, CollectiveKind kind, Algorithm alg, double bytes,
                                        const std::string& name, const std::vector<std::vector<TaskId>>& deps,
@@ -97,11 +103,6 @@ std::vector<TaskId> add_collective_on(StepContext& ctx, const std::vector<int>& 
 // The algorithm for data-parallel allreduces: options.algorithm, with Auto resolved
 // (ring within a node, hierarchical across nodes with several devices per node).
 Algorithm allreduce_algorithm(const StepContext& ctx);
-
-// Per slot, the last task of each built step (optimizer end), for step times.
-struct StepMarks {
-  std::vector<std::vector<TaskId>> step_end;  // [step][slot]
-};
 
 // Strategy builders: add one optimizer step. `prev[slot]` is the task the step
 // must follow (kNoTask for the first step); returns the step's last task per slot.

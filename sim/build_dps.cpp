@@ -114,14 +114,7 @@ std::vector<TaskId> build_dps_step(StepContext& ctx, const std::vector<TaskId>& 
       Time fin = copies ? memory_pass_time(grad_bytes * 2.0, 1, *ctx.prof) : ctx.prof->launch_overhead;
       t = ex.add_task(s, StreamKind::Compute, Category::Memcpy, fin, ex.name_id("finalize buckets"), {t, comm_last[s]});
     }
-    if (ow.unscale > Time::zero())
-      t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow.unscale, ex.name_id("unscale + overflow check"), {t});
-    if (ow.clip > Time::zero())
-      t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow.clip, ex.name_id("clip_grad_norm"), {t});
-    t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow.step, ex.name_id("AdamW step"), {t});
-    if (ow.master_copy > Time::zero())
-      t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow.master_copy, ex.name_id("master -> model copy"), {t});
-    out[s] = t;
+    out[s] = add_optimizer_tasks(ctx, s, ow, {t});
   }
   return out;
 }

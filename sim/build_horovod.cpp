@@ -37,8 +37,8 @@ void HorovodRuntime::build_step(int step, const std::vector<TaskId>& prev) {
                            ex.name_id("backward"), {last});
         begin = i + 1;
         std::vector<int> tensors = w.backward[i].grads_ready;
-        if (!tensors.empty()) ex.on_finish(last, [this, s, tensors] {
-          for (int t : tensors) tensor_ready(s, t);
+        if (!tensors.empty()) ex.on_finish(last, [this, tensors] {
+          for (int t : tensors) tensor_ready(t);
         });
       }
     }
@@ -47,8 +47,7 @@ void HorovodRuntime::build_step(int step, const std::vector<TaskId>& prev) {
   if (ctx_.world() == 1) place_optimizer();
 }
 
-void HorovodRuntime::tensor_ready(int slot, int tensor) {
-  (void)slot;
+void HorovodRuntime::tensor_ready(int tensor) {
   if (++ready_count_[tensor] == ctx_.slots()) {
     ready_queue_.push_back(tensor);
     ensure_ticking();
@@ -124,7 +123,7 @@ void HorovodRuntime::tick() {
       // Copy into the fusion buffer (and compress), allreduce, copy out and scale by 1/size.
       bool fused = count > 1;
       Time in = fused || ctx_.opts->fp16_compression
-                    ? memory_pass_time(grad_bytes + bytes, fused ? 1 : 1, *ctx_.prof)
+                    ? memory_pass_time(grad_bytes + bytes, 1, *ctx_.prof)
                     : Time::zero();
       Time out = memory_pass_time(grad_bytes + bytes, 1, *ctx_.prof);
       std::vector<std::vector<TaskId>> deps(n);
@@ -155,20 +154,10 @@ void HorovodRuntime::place_optimizer() {
   const int n = ctx_.slots();
   std::vector<TaskId> end(n);
   for (int s = 0; s < n; ++s) {
-    TaskId t = backward_end_[s];
-    std::vector<TaskId> deps{t};
+    std::vector<TaskId> deps{backward_end_[s]};
     if (comm_end_[s] != kNoTask) deps.push_back(comm_end_[s]);
-    if (ow_.unscale > Time::zero() && round_ == 0) {
-      t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow_.unscale, ex.name_id("unscale + overflow check"), deps);
-      deps = {t};
-    }
-    if (ow_.clip > Time::zero()) {
-      t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow_.clip, ex.name_id("clip_grad_norm"), deps);
-      deps = {t};
-    }
-    t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow_.step, ex.name_id("AdamW step"), deps);
-    if (ow_.master_copy > Time::zero())
-      t = ex.add_task(s, StreamKind::Compute, Category::Optimizer, ow_.master_copy, ex.name_id("master -> model copy"), {t});
+    // The second step of double_step has nothing left to unscale.
+    TaskId t = add_optimizer_tasks(ctx_, s, ow_, deps, round_ == 0);
     end[s] = t;
   }
   if (round_ == 0 && ctx_.opts->double_step && ctx_.world() > 1) {
@@ -178,9 +167,7 @@ void HorovodRuntime::place_optimizer() {
     outstanding_ = static_cast<int>(ctx_.work->tensors.size());
     backward_end_ = end;
     comm_end_.assign(n, kNoTask);
-    const int steps_now = step_;
-    ex.on_finish(end[0], [this, steps_now] {
-      (void)steps_now;
+    ex.on_finish(end[0], [this] {
       for (int t = static_cast<int>(ctx_.work->tensors.size()) - 1; t >= 0; --t) ready_queue_.push_back(t);
       ensure_ticking();
     });

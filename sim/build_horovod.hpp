@@ -34,7 +34,7 @@ class HorovodRuntime {
 
  private:
   void build_step(int step, const std::vector<TaskId>& prev);
-  void tensor_ready(int slot, int tensor);
+  void tensor_ready(int tensor);  // one more slot has this gradient
   void ensure_ticking();
   void tick();
   void place_optimizer();

@@ -79,15 +79,7 @@ std::vector<TaskId> data_parallel_step(StepContext& ctx, const std::vector<TaskI
     for (int s = 0; s < n; ++s) last[s] = red[s];
   }
   std::vector<TaskId> out = last;
-  TaskId t = last[0];
-  if (ow.unscale > Time::zero())
-    t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.unscale, ex.name_id("unscale + overflow check"), {t});
-  if (ow.clip > Time::zero())
-    t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.clip, ex.name_id("clip_grad_norm"), {t});
-  t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.step, ex.name_id("AdamW step (GPU0)"), {t});
-  if (ow.master_copy > Time::zero())
-    t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.master_copy, ex.name_id("master -> model copy"), {t});
-  out[0] = t;
+  out[0] = add_optimizer_tasks(ctx, 0, ow, {last[0]}, true, "AdamW step (GPU0)");
   // Replicas cannot start the next step before GPU0 has stepped (next replicate), which
   // the replicate collective enforces; their step ends with the reduce.
   return out;
@@ -116,14 +108,7 @@ std::vector<TaskId> central_server_step(StepContext& ctx, const std::vector<Task
   for (int s = 0; s < n; ++s) deps[s] = {last[s]};
   auto red = add_collective_all(ctx, CollectiveKind::Reduce, Algorithm::ParameterServer, grads,
                                 "reduce grads to server", deps);
-  TaskId t = red[0];
-  if (ow.unscale > Time::zero())
-    t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.unscale, ex.name_id("unscale + overflow check"), {t});
-  if (ow.clip > Time::zero())
-    t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.clip, ex.name_id("clip_grad_norm"), {t});
-  t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.step, ex.name_id("AdamW step (server)"), {t});
-  if (ow.master_copy > Time::zero())
-    t = ex.add_task(0, StreamKind::Compute, Category::Optimizer, ow.master_copy, ex.name_id("master -> model copy"), {t});
+  TaskId t = add_optimizer_tasks(ctx, 0, ow, {red[0]}, true, "AdamW step (server)");
   for (int s = 0; s < n; ++s) deps[s] = {s == 0 ? t : red[s]};
   return add_collective_all(ctx, CollectiveKind::Broadcast, Algorithm::ParameterServer, weights,
                             "broadcast params from server", deps);

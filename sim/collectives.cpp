@@ -187,6 +187,27 @@ std::vector<Phase> reversed(std::vector<Phase> phases, const std::string& from, 
 }
 
 // Recursive halving-doubling layout: p = largest power of two <= n; the first
+// One step of each ring of the hierarchical algorithm for a buffer of `s` bytes:
+// the intra-node rings (pieces of s/m) and the inter-node rings among equal
+// local ranks (pieces of s/(m·g)), for g nodes of m ranks.
+struct HierarchicalSteps {
+  Flows intra, inter;
+  int g = 0, m = 0;
+};
+HierarchicalSteps hierarchical_steps(const std::vector<int>& ranks, const Topology& topo, double s) {
+  HierarchicalSteps h;
+  const auto groups = group_by_host(ranks, topo);
+  h.g = static_cast<int>(groups.size());
+  h.m = static_cast<int>(groups[0].size());
+  for (const auto& grp : groups) add_ring(h.intra, grp, s / h.m);
+  for (int l = 0; l < h.m; ++l) {
+    std::vector<int> column;
+    for (const auto& grp : groups) column.push_back(grp[l]);
+    add_ring(h.inter, column, s / (static_cast<double>(h.m) * h.g));
+  }
+  return h;
+}
+
 // 2r ranks (r = n - p) pair up, odd ones folding into even ones (pre-step) and
 // being served at the end (post-step). newrank j -> position.
 struct HdLayout {
@@ -344,16 +365,7 @@ std::vector<Phase> decompose_positions(const CollectiveRequest& req, Algorithm a
           add_hd(out, n, s, true, true);
           break;
         case Algorithm::Hierarchical: {
-          const auto groups = group_by_host(req.ranks, topo);
-          const int g = static_cast<int>(groups.size());
-          const int m = static_cast<int>(groups[0].size());
-          Flows intra, inter;
-          for (const auto& grp : groups) add_ring(intra, grp, s / m);
-          for (int l = 0; l < m; ++l) {
-            std::vector<int> column;
-            for (const auto& grp : groups) column.push_back(grp[l]);
-            add_ring(inter, column, s / (static_cast<double>(m) * g));
-          }
+          auto [intra, inter, g, m] = hierarchical_steps(req.ranks, topo, s);
           if (m > 1) out.push_back(make_phase(intra, m - 1, "intra-node ring reduce-scatter step"));
           if (g > 1) out.push_back(make_phase(std::move(inter), 2 * (g - 1), "inter-node ring allreduce step"));
           if (m > 1) out.push_back(make_phase(std::move(intra), m - 1, "intra-node ring all-gather step"));
@@ -381,16 +393,7 @@ std::vector<Phase> decompose_positions(const CollectiveRequest& req, Algorithm a
           add_hd(out, n, s, rs, !rs);
           break;
         case Algorithm::Hierarchical: {
-          const auto groups = group_by_host(req.ranks, topo);
-          const int g = static_cast<int>(groups.size());
-          const int m = static_cast<int>(groups[0].size());
-          Flows intra, inter;
-          for (const auto& grp : groups) add_ring(intra, grp, s / m);
-          for (int l = 0; l < m; ++l) {
-            std::vector<int> column;
-            for (const auto& grp : groups) column.push_back(grp[l]);
-            add_ring(inter, column, s / (static_cast<double>(m) * g));
-          }
+          auto [intra, inter, g, m] = hierarchical_steps(req.ranks, topo, s);
           Phase pi = make_phase(std::move(intra), m - 1, rs ? "intra-node ring reduce-scatter step"
                                                             : "intra-node ring all-gather step");
           Phase px = make_phase(std::move(inter), g - 1, rs ? "inter-node ring reduce-scatter step"

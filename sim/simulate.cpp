@@ -105,7 +105,7 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   out.step_time = steps >= 2 ? (ends[steps - 1] - ends[0]).scaled(1.0 / (steps - 1)) : ends[0];
 
   // Breakdown on slot 0 over the last step.
-  std::vector<Interval> compute, comm;
+  std::vector<Interval> compute, comm, busy;  // busy: compute stream work incl. optimizer
   Time optimizer;
   for (size_t t = 0; t < ex.task_count(); ++t) {
     auto v = ex.view(static_cast<TaskId>(t));
@@ -113,8 +113,10 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
     if (v.stream == StreamKind::Compute) {
       if (v.category == Category::Optimizer) {
         optimizer += min(v.end, hi) - max(v.start, lo);
+        busy.push_back({v.start, v.end});
       } else if (v.category != Category::Overhead) {
         compute.push_back({v.start, v.end});
+        busy.push_back({v.start, v.end});
       }
     } else if (v.stream == StreamKind::Comm && v.end > v.start) {
       comm.push_back({v.start, v.end});
@@ -123,11 +125,6 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   Time window = hi - lo;
   Time comp = union_length(compute, lo, hi);
   Time comm_total = union_length(comm, lo, hi);
-  std::vector<Interval> busy = compute;
-  for (size_t t = 0; t < ex.task_count(); ++t) {
-    auto v = ex.view(static_cast<TaskId>(t));
-    if (v.device == 0 && v.stream == StreamKind::Compute && v.category == Category::Optimizer) busy.push_back({v.start, v.end});
-  }
   Time hidden = overlap_length(comm, busy, lo, hi);
   Time exposed = comm_total - hidden;
   out.breakdown.compute_s = comp.seconds();
