@@ -117,15 +117,7 @@ std::vector<ProcessSpec> plan_launch(const ExecOptions& o, const std::vector<std
 
 int run_exec_command(int argc, char** argv) {
   ExecOptions o;
-  try {
-    o = parse_exec_options(argc, argv);
-  } catch (const HelpRequested& h) {
-    std::fputs(h.text.c_str(), stdout);
-    return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "dptwin exec: error: %s\n", e.what());
-    return kExitInputError;
-  }
+  if (auto code = parse_exec_options_or_exit(argc, argv, "dptwin exec", o)) return *code;
   std::vector<std::string> worker_args(argv + 1, argv + argc);
   const std::string worker = find_worker_binary(o.worker);
   std::string store_dir;

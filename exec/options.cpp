@@ -1,6 +1,8 @@
 // exec/options.cpp — the declarative option table and its CLI11 parser.
 #include "exec/options.hpp"
 
+#include <cstdio>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -230,6 +232,20 @@ std::vector<std::string> to_args(const ExecOptions& o) {
         row.field);
   }
   return args;
+}
+
+std::optional<int> parse_exec_options_or_exit(int argc, const char* const* argv, const char* program,
+                                              ExecOptions& out) {
+  try {
+    out = parse_exec_options(argc, argv);
+  } catch (const HelpRequested& h) {
+    std::fputs(h.text.c_str(), stdout);
+    return 0;
+  } catch (const InputError& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return kExitInputError;
+  }
+  return std::nullopt;
 }
 
 }  // namespace dptwin::exec

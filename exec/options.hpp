@@ -9,6 +9,7 @@
 // Thread-safety: value type; the table is immutable.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -99,6 +100,12 @@ struct HelpRequested : std::exception {
   explicit HelpRequested(std::string t) : text(std::move(t)) {}
   const char* what() const noexcept override { return text.c_str(); }
 };
+
+// parse_exec_options for a program's main: prints the help (exit code 0) or
+// "PROGRAM: error: ..." (exit code 2) and returns that code when the caller
+// should stop; nullopt with `out` filled when it should go on.
+std::optional<int> parse_exec_options_or_exit(int argc, const char* const* argv, const char* program,
+                                              ExecOptions& out);
 
 // Checks ranges and combinations; throws InputError naming the flag.
 void validate_exec_options(const ExecOptions& o);

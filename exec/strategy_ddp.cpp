@@ -19,25 +19,12 @@
 //  * broadcast_buffers: module buffers are broadcast from rank 0 before every
 //    forward, coalesced (DDP's _sync_buffers).
 #include <fmt/format.h>
-#include <torch/csrc/autograd/function_hook.h>
 
+#include "exec/grad_hooks.hpp"
 #include "exec/strategy.hpp"
 
 namespace dptwin::exec {
 namespace {
-
-class PostHook final : public torch::autograd::FunctionPostHook {
- public:
-  explicit PostHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list& /*inputs*/) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
 
 struct Bucket {
   std::vector<size_t> params;  // indices into params_

@@ -19,30 +19,17 @@
 //    (recorded as "wait"). resynchronize_gradients() (the paper's second
 //    optimizer.step()) requests every tensor again.
 #include <fmt/format.h>
-#include <torch/csrc/autograd/function_hook.h>
 
 #include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <thread>
 
+#include "exec/grad_hooks.hpp"
 #include "exec/strategy.hpp"
 
 namespace dptwin::exec {
 namespace {
-
-class PostHook final : public torch::autograd::FunctionPostHook {
- public:
-  explicit PostHook(std::function<void()> fn) : fn_(std::move(fn)) {}
-  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                            const torch::autograd::variable_list&) override {
-    fn_();
-    return outputs;
-  }
-
- private:
-  std::function<void()> fn_;
-};
 
 class HorovodStrategy final : public Strategy {
  public:

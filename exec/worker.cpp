@@ -37,25 +37,6 @@ RankEnv detect_rank_env() {
   return {};
 }
 
-// OpenBLAS/OpenMP read their thread counts when loaded: make the environment
-// match --threads and restart this process image once if it did not.
-void pin_threads_or_reexec(int threads, char** argv) {
-  const std::string t = std::to_string(threads);
-  bool mismatch = false;
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
-    const char* cur = std::getenv(var);
-    if (!cur || t != cur) {
-      mismatch = true;
-      ::setenv(var, t.c_str(), 1);
-    }
-  }
-  if (mismatch && !std::getenv("DPTWIN_REEXEC")) {
-    ::setenv("DPTWIN_REEXEC", "1", 1);
-    ::execv("/proc/self/exe", argv);  // on failure, carry on with what we have
-  }
-  torch::set_num_threads(threads);
-}
-
 std::string gloo_store(const ExecOptions& o, const RankEnv& env) {
   if (!o.store.empty()) return o.store;
   if (const char* s = std::getenv("DPTWIN_STORE"); s && *s) return s;
@@ -112,17 +93,26 @@ int run_fake(const ExecOptions& o) {
 
 }  // namespace
 
+void pin_threads_or_reexec(int threads, char** argv) {
+  const std::string t = std::to_string(threads);
+  bool mismatch = false;
+  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
+    const char* cur = std::getenv(var);
+    if (!cur || t != cur) {
+      mismatch = true;
+      ::setenv(var, t.c_str(), 1);
+    }
+  }
+  if (mismatch && !std::getenv("DPTWIN_REEXEC")) {
+    ::setenv("DPTWIN_REEXEC", "1", 1);
+    ::execv("/proc/self/exe", argv);  // on failure, carry on with what we have
+  }
+  torch::set_num_threads(threads);
+}
+
 int run_worker(int argc, char** argv) {
   ExecOptions o;
-  try {
-    o = parse_exec_options(argc, argv);
-  } catch (const HelpRequested& h) {
-    std::fputs(h.text.c_str(), stdout);
-    return 0;
-  } catch (const InputError& e) {
-    std::fprintf(stderr, "dptwin-exec: error: %s\n", e.what());
-    return kExitInputError;
-  }
+  if (auto code = parse_exec_options_or_exit(argc, argv, "dptwin-exec", o)) return *code;
   const RankEnv env = detect_rank_env();
   if (!env.present && o.np > 1 && o.backend != "fake" && !std::getenv("DPTWIN_LAUNCHED"))
     return run_exec_command(argc, argv);  // launch the job ourselves

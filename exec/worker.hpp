@@ -18,4 +18,10 @@ namespace dptwin::exec {
 
 int run_worker(int argc, char** argv);
 
+// OpenBLAS and OpenMP read their thread counts when they are loaded: sets
+// OMP/OPENBLAS/MKL_NUM_THREADS to `threads`, re-executes this process image once
+// (argv) when they differed, and sets torch's intra-op threads. Used by every
+// LibTorch process of dptwin (worker, microbenchmarks).
+void pin_threads_or_reexec(int threads, char** argv);
+
 }  // namespace dptwin::exec

@@ -35,6 +35,7 @@
 #include <fmt/format.h>
 
 #include "exec/comm.hpp"
+#include "exec/worker.hpp"
 
 namespace {
 
@@ -402,24 +403,6 @@ int env_int(const char* a, const char* b, int dflt) {
   return dflt;
 }
 
-void pin_threads(int threads, char** argv) {
-  const std::string t = std::to_string(threads);
-  bool mismatch = false;
-  for (const char* var : {"OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"}) {
-    const char* cur = std::getenv(var);
-    if (!cur || t != cur) {
-      mismatch = true;
-      ::setenv(var, t.c_str(), 1);
-    }
-  }
-  if (mismatch && !std::getenv("DPTWIN_REEXEC")) {
-    ::setenv("DPTWIN_REEXEC", "1", 1);
-    ::execv("/proc/self/exe", argv);
-  }
-  torch::set_num_threads(threads);
-  torch::set_num_interop_threads(1);
-}
-
 const char* kHelp =
     "dptwin-microbench: calibration microbenchmarks (one JSON document)\n"
     "  --mode compute|comm     compute: one process; comm: one rank of a launched group\n"
@@ -462,7 +445,8 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << "\n" << kHelp;
     return 2;
   }
-  pin_threads(a.threads, argv);
+  dptwin::exec::pin_threads_or_reexec(a.threads, argv);
+  torch::set_num_interop_threads(1);
   json doc = {{"schema", "dptwin.microbench/1"}, {"mode", a.mode}, {"threads", a.threads}};
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);

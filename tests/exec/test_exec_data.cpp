@@ -14,24 +14,14 @@
 #include "exec/data_prep.hpp"
 #include "exec/token_data.hpp"
 #include "exec/tokenizer.hpp"
+#include "temp_dir.hpp"
 
 using namespace dptwin;
 using namespace dptwin::exec;
 namespace fs = std::filesystem;
+using dptwin::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "dptwin-test-XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 void write(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 

@@ -11,23 +11,13 @@
 #include "exec/comm.hpp"
 #include "exec/options.hpp"
 #include "exec/trainer.hpp"
+#include "temp_dir.hpp"
 
 using namespace dptwin::exec;
 namespace fs = std::filesystem;
+using dptwin::testing::TempDir;
 
 namespace {
-
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string t = (fs::temp_directory_path() / "dptwin-train-XXXXXX").string();
-    path = ::mkdtemp(t.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
 
 ExecOptions tiny(const std::string& strategy, int np, int micro_batch, int steps = 6) {
   ExecOptions o;
