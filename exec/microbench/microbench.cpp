@@ -19,6 +19,7 @@
 // Threads per rank are pinned: OMP/OPENBLAS/MKL_NUM_THREADS and
 // torch::set_num_threads(--threads) (the process re-executes itself once when
 // the environment did not match, like dptwin-exec).
+#include <CLI/CLI.hpp>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -403,47 +404,25 @@ int env_int(const char* a, const char* b, int dflt) {
   return dflt;
 }
 
-const char* kHelp =
-    "dptwin-microbench: calibration microbenchmarks (one JSON document)\n"
-    "  --mode compute|comm     compute: one process; comm: one rank of a launched group\n"
-    "  --backend gloo|mpi      comm backend (comm mode)\n"
-    "  --threads N             intra-op threads (default 1)\n"
-    "  --budget-s S            seconds of repetitions per case (default 0.15)\n"
-    "  --min-bytes B --max-bytes B   collective message sizes, x4 steps (default 4096 .. 268435456)\n"
-    "  --quick                 a few shapes only (tests)\n"
-    "  --out FILE              output JSON (default stdout)\n";
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Args a;
+  CLI::App app{"dptwin-microbench: calibration microbenchmarks (one JSON document)"};
+  app.add_option("--mode", a.mode, "compute: one process; comm: one rank of a launched group")
+      ->check(CLI::IsMember({"compute", "comm"}));
+  app.add_option("--backend", a.backend, "comm backend (comm mode)")->check(CLI::IsMember({"gloo", "mpi"}));
+  app.add_option("--threads", a.threads, "intra-op threads")->check(CLI::PositiveNumber);
+  app.add_option("--budget-s", a.budget_s, "seconds of repetitions per case")->check(CLI::PositiveNumber);
+  app.add_option("--min-bytes", a.min_bytes, "smallest collective message (x4 steps)")->check(CLI::Range(4.0, 1e12));
+  app.add_option("--max-bytes", a.max_bytes, "largest collective message")->check(CLI::Range(4.0, 1e12));
+  app.add_flag("--quick", a.quick, "a few shapes only (tests)");
+  app.add_option("--out", a.out, "output JSON (default stdout)");
   try {
-    for (int i = 1; i < argc; ++i) {
-      std::string k = argv[i];
-      auto val = [&]() -> std::string {
-        if (i + 1 >= argc) throw std::invalid_argument(k + " needs a value");
-        return argv[++i];
-      };
-      if (k == "--help" || k == "-h") {
-        std::cout << kHelp;
-        return 0;
-      } else if (k == "--mode") a.mode = val();
-      else if (k == "--backend") a.backend = val();
-      else if (k == "--threads") a.threads = std::stoi(val());
-      else if (k == "--budget-s") a.budget_s = std::stod(val());
-      else if (k == "--min-bytes") a.min_bytes = std::stod(val());
-      else if (k == "--max-bytes") a.max_bytes = std::stod(val());
-      else if (k == "--out") a.out = val();
-      else if (k == "--quick") a.quick = true;
-      else throw std::invalid_argument("unknown option '" + k + "'");
-    }
-    if (a.mode != "compute" && a.mode != "comm") throw std::invalid_argument("--mode must be compute or comm");
-    if (a.backend != "gloo" && a.backend != "mpi") throw std::invalid_argument("--backend must be gloo or mpi");
-    if (a.threads < 1 || a.budget_s <= 0 || a.min_bytes < 4 || a.max_bytes < a.min_bytes)
-      throw std::invalid_argument("--threads, --budget-s, --min-bytes/--max-bytes out of range");
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n" << kHelp;
-    return 2;
+    app.parse(argc, argv);
+    if (a.max_bytes < a.min_bytes) throw CLI::ValidationError("--max-bytes", "must be >= --min-bytes");
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
   }
   dptwin::exec::pin_threads_or_reexec(a.threads, argv);
   torch::set_num_interop_threads(1);
