@@ -230,3 +230,24 @@ TEST_CASE("a non-finite loss stops the run with a clear error") {
   o.fault = "nan:2";
   CHECK_THROWS_WITH(run(o), doctest::Contains("non-finite loss"));
 }
+
+TEST_CASE("after a non-finite loss the last good checkpoint is intact and resumes exactly") {
+  TempDir d;
+  const auto ref = losses(run(tiny("dps", 2, 2, 5))[0]);
+  auto bad = tiny("dps", 2, 2, 5);
+  bad.checkpoint_dir = d.path + "/ckpt";
+  bad.checkpoint_every = 1;
+  bad.fault = "nan:2";
+  CHECK_THROWS_WITH(run(bad), doctest::Contains("non-finite loss"));
+  REQUIRE(fs::exists(d.path + "/ckpt/checkpoint.pt"));
+  auto resumed = bad;
+  resumed.fault.clear();
+  resumed.resume = true;
+  const auto rest = losses(run(resumed)[0]);
+  REQUIRE(!rest.empty());
+  REQUIRE(rest.size() <= ref.size());
+  // The resumed run ends where the uninterrupted one ends, with the same losses.
+  const size_t offset = ref.size() - rest.size();
+  CHECK(offset == 2);  // resumes at the bad step: the checkpoint after step 1 is the last good one
+  for (size_t k = 0; k < rest.size(); ++k) CHECK(rest[k] == ref[offset + k]);
+}
