@@ -73,6 +73,7 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "launch_overhead", "step_overhead", "overlap_slowdown",
+                   "background_loop_slowdown",
                    "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
   auto rate = [](const YamlNode& n) {
@@ -118,6 +119,10 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   if (auto n = node.find("overlap_slowdown")) {
     p.overlap_slowdown = n->as_non_negative();
     if (p.overlap_slowdown > 10) n->fail("overlap_slowdown above 10 (an 11x slowdown) is not meaningful");
+  }
+  if (auto n = node.find("background_loop_slowdown")) {
+    p.background_loop_slowdown = n->as_non_negative();
+    if (p.background_loop_slowdown > 10) n->fail("background_loop_slowdown above 10 (an 11x slowdown) is not meaningful");
   }
   if (auto n = node.find("compute_jitter")) {
     p.compute_jitter = n->as_non_negative();

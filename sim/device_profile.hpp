@@ -52,6 +52,10 @@ struct DeviceProfile {
   Time launch_overhead;                       // per kernel (dispatch + launch); from the spec by default
   Time step_overhead = Time::us(500);         // fixed host cost per optimizer step (Python loop, data loader hand-off)
   double overlap_slowdown = 0.10;             // compute slowdown while communication runs on the same device
+  // Compute slowdown for the whole step while a framework's background loop
+  // (Horovod's negotiation cycle) ticks beside training on the same cores. 0 on
+  // GPUs (the loop runs on host cores the kernels do not need); measured on CPU ranks.
+  double background_loop_slowdown = 0.0;
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
@@ -80,6 +84,7 @@ DeviceProfile default_profile(const topology::DeviceSpec& spec);
 // Applies a `device:` section of a profile YAML (keys: matmul {max, half_work} or
 // {table: [[work, efficiency], ...]},
 // batched_matmul, memory, launch_overhead, step_overhead, overlap_slowdown,
+// background_loop_slowdown,
 // compute_jitter, framework_reserve, optimizer_kernels_per_tensor, host_memcpy).
 // Also: peaks and memory bandwidth measured on the target replace the
 // datasheet's (fp32_peak, fp16_peak, bf16_peak as FLOP rates, memory_bandwidth),

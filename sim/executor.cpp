@@ -129,7 +129,7 @@ void Executor::start(TaskId id) {
   t.start = sim_.now();
   Time d = t.duration;
   if (t.stream == StreamKind::Compute && d > Time::zero()) {
-    double factor = sim_.jitter_factor(opts_.jitter);
+    double factor = sim_.jitter_factor(opts_.jitter) * (1.0 + opts_.background_slowdown);
     if (opts_.overlap_slowdown > 0 && stream_of(t.device, StreamKind::Comm).busy) {
       // The comm stream's head may only be waiting for peers; slow only when it runs.
       const StreamState& cs = stream_of(t.device, StreamKind::Comm);

@@ -36,6 +36,7 @@ inline constexpr TaskId kNoTask = -1;
 struct ExecutorOptions {
   double overlap_slowdown = 0.0;  // compute slowdown while the device's comm stream is busy
   double jitter = 0.0;            // relative std-dev of compute task durations
+  double background_slowdown = 0.0;  // compute slowdown at all times (a framework thread shares the cores)
 };
 
 class Executor {

@@ -63,6 +63,9 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   ExecutorOptions eo;
   eo.overlap_slowdown = ctx.prof->overlap_slowdown;
   eo.jitter = ctx.prof->compute_jitter;
+  const bool horovod = ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp;
+  // Horovod's background loop wakes every cycle on every rank, busy or not.
+  if (horovod && ctx.world() > 1) eo.background_slowdown = ctx.prof->background_loop_slowdown;
   Executor ex(sim, ctx.slots(), eo);
   ctx.ex = &ex;
   ctx.sim = &sim;
@@ -74,7 +77,7 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   RunOutput out;
   out.slots = ctx.slots();
   std::unique_ptr<HorovodRuntime> hvd;
-  if (ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp) {
+  if (horovod) {
     hvd = std::make_unique<HorovodRuntime>(ctx, steps);
     hvd->start();
   } else {

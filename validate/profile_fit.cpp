@@ -384,6 +384,11 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
       overlap = std::max(0.0, num(o, "compute_with_comm_s") / num(o, "compute_alone_s") - 1.0);
       overlap_ranks = n;
     }
+    if (doc.contains("horovod_loop")) {
+      const json& h = doc.at("horovod_loop");
+      diag["background_loop_probe"][std::to_string(n)] = num(h, "slowdown");
+      diag["negotiation_probe_s"][std::to_string(n)] = num(h, "negotiation_s");
+    }
     if (n < 2) continue;
     const topology::Topology topo = topo_for(n);
     std::map<std::string, std::vector<CommSample>> by_kind;
@@ -412,6 +417,10 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     }
   }
   if (overlap >= 0) p.overlap_slowdown = std::min(overlap, 10.0);
+  // The Horovod-loop probe is a diagnostic only (background_loop_probe): on this
+  // 2-vCPU VM it reads +30..50% while horovod training's forward and backward run
+  // only 2-4% slower than dps's, so fitting it would over-predict horovod. The
+  // profile key stays for users who measure the loop's share on their machine.
   // Core sharing: ranks x threads time-share the machine's cores, factor
   // max(1, ranks·threads / cores) at each measured rank count. The probes
   // (diagnostics: host_sharing_probe) agree at 2 and 4 ranks on a quiet machine
@@ -425,6 +434,7 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
   p.host_sharing.assign(sharing.begin(), sharing.end());
   if (p.host_sharing.size() < 2) p.host_sharing.clear();
   diag["overlap_slowdown"] = p.overlap_slowdown;
+  diag["background_loop_slowdown"] = p.background_loop_slowdown;
   diag["host_sharing"] = json::array();
   for (auto [r, f] : p.host_sharing) diag["host_sharing"].push_back({{"ranks", r}, {"factor", f}});
   return rep;
@@ -461,6 +471,7 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   y += fmt::format("  launch_overhead: {}\n", fmt_time(p.launch_overhead));
   y += fmt::format("  step_overhead: {}\n", fmt_time(p.step_overhead));
   y += fmt::format("  overlap_slowdown: {:.4g}\n", p.overlap_slowdown);
+  y += fmt::format("  background_loop_slowdown: {:.4g}\n", p.background_loop_slowdown);
   y += fmt::format("  optimizer_kernels_per_tensor: {}\n", p.optimizer_kernels_per_tensor);
   y += fmt::format("  host_memcpy: {:.6g} GB/s\n", p.host_memcpy.value() / 1e9);
   if (!p.host_sharing.empty()) {

@@ -13,7 +13,8 @@
 //                   message size; a parameter-server round (reduce to rank 0 +
 //                   broadcast) by size; compute while all N ranks compute at once
 //                   (core sharing); compute while an allreduce is in flight
-//                   (overlap slowdown). Rank 0 writes the document.
+//                   (overlap slowdown); compute while a Horovod-style background
+//                   loop negotiates every 1 ms (loop slowdown). Rank 0 writes the document.
 // Every figure is the median of repetitions after a warm-up; the number of
 // repetitions adapts to a time budget per case (the same on every rank).
 // Threads per rank are pinned: OMP/OPENBLAS/MKL_NUM_THREADS and
@@ -24,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -31,6 +33,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -299,6 +302,67 @@ double time_concurrent(const Args& a, RankCtx& c, const std::function<void()>& f
   return allmax(c, seconds_since(t) / reps);
 }
 
+// Horovod's background loop: a thread that wakes every cycle (1 ms) and
+// negotiates with a small allreduce of request flags on its own channel, even
+// while nothing is ready. It takes CPU from the training thread; this measures
+// how much: the same compute mix alone and with the loop ticking (median ratio
+// of 7 back-to-back pairs), and one negotiation's latency.
+void bench_horovod_loop(const Args& a, RankCtx& c, json& doc) {
+  constexpr double kCycleMs = 1.0;
+  constexpr int64_t kFlags = 150;  // about GPT-2's parameter-tensor count
+  auto loop_comm = c.comm->split("hvd-probe");
+  auto flags = torch::ones({kFlags + 1}, torch::kInt);
+  const json neg = time_collective(a, c, [&] { return c.comm->allreduce(flags, dptwin::exec::ReduceOp::Min); });
+  torch::NoGradGuard ng;
+  auto A = torch::randn({512, 768}), B = torch::randn({768, 768});
+  auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20});
+  auto t1 = torch::zeros({1});
+  auto mix = [&] {
+    auto z = torch::matmul(A, B);
+    auto w = x + y;
+    for (int i = 0; i < 200; ++i) t1.add_(1.0);
+  };
+  mix();
+  std::vector<double> alone_v, with_v;
+  int ticks = 0;
+  for (int rep = 0; rep < 7; ++rep) {
+    c.comm->barrier()->wait(kTimeout);
+    auto t = Clock::now();
+    for (int i = 0; i < 8; ++i) mix();
+    alone_v.push_back(allmax(c, seconds_since(t)));
+    // The loop stops by agreement (a flag in the allreduce), like Horovod's.
+    std::atomic<bool> stop{false};
+    std::thread loop([&] {
+      auto f = torch::zeros({kFlags + 1}, torch::kInt);
+      auto next = Clock::now();
+      for (;;) {
+        next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(kCycleMs));
+        std::this_thread::sleep_until(std::max(next, Clock::now()));
+        f.zero_();
+        f[kFlags] = stop.load() ? 1 : 0;
+        loop_comm->allreduce(f, dptwin::exec::ReduceOp::Max)->wait(kTimeout);
+        ++ticks;
+        if (f[kFlags].item<int>() == 1) return;
+      }
+    });
+    c.comm->barrier()->wait(kTimeout);
+    t = Clock::now();
+    for (int i = 0; i < 8; ++i) mix();
+    with_v.push_back(allmax(c, seconds_since(t)));
+    stop.store(true);
+    loop.join();
+  }
+  std::vector<double> ratios;
+  for (size_t i = 0; i < alone_v.size(); ++i) ratios.push_back(with_v[i] / alone_v[i]);
+  doc["horovod_loop"] = {{"cycle_ms", kCycleMs},       {"flags", kFlags + 1},
+                         {"negotiation_s", neg["seconds"]}, {"compute_alone_s", median(alone_v)},
+                         {"compute_with_loop_s", median(with_v)}, {"slowdown", median(ratios) - 1.0},
+                         {"ticks", ticks}};
+  if (c.rank == 0)
+    std::cerr << fmt::format("  horovod loop ({} ms cycle): compute x{:.3f}, negotiation {:.1f} us\n", kCycleMs,
+                             median(ratios), neg["seconds"].get<double>() * 1e6);
+}
+
 void bench_comm(const Args& a, RankCtx& c, json& doc) {
   json& rows = doc["collectives"] = json::array();
   std::vector<double> sizes;
@@ -396,6 +460,7 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
     doc["overlap"] = {{"compute_alone_s", allmax(c, median(alone))}, {"compute_with_comm_s", allmax(c, median(with))},
                       {"comm_alone_s", comm_s}, {"matmuls", k}};
   }
+  if (n > 1) bench_horovod_loop(a, c, doc);
 }
 
 int env_int(const char* a, const char* b, int dflt) {

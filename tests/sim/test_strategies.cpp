@@ -95,6 +95,28 @@ TEST_CASE("horovod: fusion, cycle time and the paper's double step all matter") 
   CHECK(t2 > t1 * 1.05);
 }
 
+TEST_CASE("horovod's background loop slows compute on shared cores; other strategies and one rank are untouched") {
+  PointSpec h = make_point("paper", "hal-v100", 4, StrategyKind::Horovod, 4);
+  h.profile.overlap_slowdown = 0.0;  // isolate the loop's factor
+  const PointResult base = simulate_point(h);
+  h.profile.background_loop_slowdown = 0.25;
+  const PointResult slowed = simulate_point(h);
+  REQUIRE(base.breakdown.compute_s > 0.0);
+  // Every compute task runs 1.25x as long for the whole step.
+  CHECK(slowed.breakdown.compute_s == doctest::Approx(base.breakdown.compute_s * 1.25).epsilon(1e-3));
+  CHECK(*slowed.step_time_s > *base.step_time_s);
+
+  PointSpec d = make_point("paper", "hal-v100", 4, StrategyKind::Dps, 4);
+  const double dps_base = *simulate_point(d).step_time_s;
+  d.profile.background_loop_slowdown = 0.25;
+  CHECK(*simulate_point(d).step_time_s == doctest::Approx(dps_base).epsilon(1e-9));
+
+  PointSpec one = make_point("paper", "hal-v100", 1, StrategyKind::Horovod, 4);
+  const double one_base = *simulate_point(one).step_time_s;
+  one.profile.background_loop_slowdown = 0.25;
+  CHECK(*simulate_point(one).step_time_s == doctest::Approx(one_base).epsilon(1e-9));
+}
+
 TEST_CASE("amp: fp16 tensor cores make O2 faster than fp32 on a V100") {
   PointResult fp32 = simulate_point(make_point("paper", "hal-v100", 4, StrategyKind::Dps, 4));
   PointResult o2 = simulate_point(make_point("paper", "hal-v100", 4, StrategyKind::DpsAmp, 4));

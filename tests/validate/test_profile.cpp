@@ -23,6 +23,7 @@ sim::DeviceProfile sample_profile() {
   p.launch_overhead = Time::from_seconds(6.25e-6);
   p.step_overhead = Time::from_seconds(40e-6);
   p.overlap_slowdown = 0.15;
+  p.background_loop_slowdown = 0.31;
   p.optimizer_kernels_per_tensor = 7;
   p.host_memcpy = Bandwidth(9e9);
   p.host_sharing = {{1, 1.0}, {2, 1.1}, {4, 2.2}};
@@ -50,6 +51,7 @@ TEST_CASE("profile YAML round trip") {
   CHECK(q.launch_overhead.seconds() == doctest::Approx(6.25e-6).epsilon(1e-3));
   CHECK(q.step_overhead.seconds() == doctest::Approx(40e-6).epsilon(1e-3));
   CHECK(q.overlap_slowdown == doctest::Approx(0.15));
+  CHECK(q.background_loop_slowdown == doctest::Approx(0.31));
   CHECK(q.optimizer_kernels_per_tensor == 7);
   CHECK(q.host_memcpy.value() == doctest::Approx(9e9));
   REQUIRE(q.host_sharing.size() == 3);
