@@ -54,7 +54,15 @@ const std::vector<OptionRow>& exec_option_table() {
       {"--bucket-cap-mb", "dps: gradient bucket cap (MiB)", &O::bucket_cap_mb, {}},
       {"--first-bucket-mb", "dps: first bucket cap (MiB)", &O::first_bucket_mb, {}},
       {"--broadcast-buffers", "dps: broadcast buffers from rank 0 every forward", &O::broadcast_buffers, {}},
+      {"--rebuild-buckets",
+       "dps: after the first iteration rebuild the buckets in the order gradients became ready (rank 0's order); "
+       "--rebuild-buckets=false keeps reverse registration order",
+       &O::rebuild_buckets, {}},
       {"--sps-bucket-mb", "sps: coalescing buffer for reduce and broadcast (MiB)", &O::sps_bucket_mb, {}},
+      {"--devices-per-process",
+       "sps: K > 1 runs nn.DataParallel in one process (--np 1): K replicas (cuda:0..K-1, or K CPU replicas "
+       "without CUDA), each in its own thread with --threads intra-op threads; --micro-batch is scattered over them",
+       &O::devices_per_process, {}},
       {"--fusion-threshold-mb", "horovod: fusion buffer (MiB)", &O::fusion_threshold_mb, {}},
       {"--cycle-time-ms", "horovod: background cycle time (ms)", &O::cycle_time_ms, {}},
       {"--hvd-cache", "horovod: response cache (bit-vector negotiation)", &O::hvd_cache, {}},
@@ -139,6 +147,14 @@ void validate_exec_options(const ExecOptions& o) {
   need(o.bucket_cap_mb > 0, "--bucket-cap-mb", "must be > 0");
   need(o.first_bucket_mb > 0, "--first-bucket-mb", "must be > 0");
   need(o.sps_bucket_mb > 0, "--sps-bucket-mb", "must be > 0");
+  need(o.devices_per_process >= 1 && o.devices_per_process <= 64, "--devices-per-process", "must be in [1, 64]");
+  if (o.devices_per_process > 1) {
+    need(o.strategy == "sps", "--devices-per-process", "only strategy 'sps' runs replicas in one process");
+    need(o.np == 1, "--devices-per-process", "runs in one process: use --np 1");
+    need(o.micro_batch >= o.devices_per_process, "--devices-per-process",
+         fmt::format("--micro-batch {} is scattered over the replicas: needs at least {} samples", o.micro_batch,
+                     o.devices_per_process));
+  }
   need(o.fusion_threshold_mb > 0, "--fusion-threshold-mb", "must be > 0");
   need(o.cycle_time_ms >= 0, "--cycle-time-ms", "must be >= 0");
   need(o.comm_timeout_s > 0, "--comm-timeout-s", "must be > 0");

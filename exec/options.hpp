@@ -55,7 +55,10 @@ struct ExecOptions {
   double bucket_cap_mb = 25.0;       // dps: DDP bucket cap (MiB)
   double first_bucket_mb = 1.0;      // dps: first bucket cap (MiB)
   bool broadcast_buffers = true;     // dps: broadcast module buffers from rank 0 every forward
+  bool rebuild_buckets = true;       // dps: rebuild buckets in gradient-readiness order after the first iteration
   double sps_bucket_mb = 10.0;       // sps: coalesced reduce/broadcast buffer (MiB)
+  int devices_per_process = 1;       // sps: > 1 runs nn.DataParallel in one process (--np 1) over this many
+                                     // replicas (cuda:0..K-1, or K CPU replicas); the micro-batch is scattered
   double fusion_threshold_mb = 128;  // horovod: fusion buffer (MiB; Horovod 0.21 code)
   double cycle_time_ms = 1.0;        // horovod: background loop cycle
   bool hvd_cache = true;             // horovod: response cache (bit-vector negotiation after first step)

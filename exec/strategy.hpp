@@ -8,7 +8,8 @@
 //   [double step: resynchronize_gradients(); clip + optimizer step again]
 //   zero_grad()
 // Strategies (DESIGN.md §2): single (no communication), sps (central parameter
-// server on rank 0), dps (DDP: bucketed allreduce from gradient hooks,
+// server on rank 0; with --devices-per-process K > 1, nn.DataParallel over K
+// replicas in one process, see data_parallel.hpp), dps (DDP: bucketed allreduce from gradient hooks,
 // overlapping backward), horovod (background negotiation + fusion buffer).
 // Gradients are those of the model parameters (fp32, or bf16/fp16 under O2);
 // averaging is over ranks (the loss of each rank is already a mean).
@@ -29,6 +30,8 @@
 
 namespace dptwin::exec {
 
+class DataParallel;
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -45,6 +48,10 @@ class Strategy {
   virtual void resynchronize_gradients() { synchronize_gradients(); }
   // Zeroes gradients in place (some strategies own the gradient storage).
   virtual void zero_grad();
+  // dps: the parameter indices of each gradient bucket, in bucket (= allreduce)
+  // order; after the rebuild, the concatenation is rank 0's readiness order.
+  // Empty for strategies without buckets. For tests and diagnostics.
+  virtual std::vector<std::vector<size_t>> gradient_buckets() const { return {}; }
 
  protected:
   std::vector<torch::Tensor> params_;
@@ -54,16 +61,18 @@ struct StrategyInputs {
   const ExecOptions* options = nullptr;
   std::vector<torch::Tensor> params;   // model parameters, registration order
   std::vector<torch::Tensor> buffers;  // model buffers (dps broadcast_buffers)
-  Communicator* comm = nullptr;        // nullptr for single
+  Communicator* comm = nullptr;        // nullptr for single and sps in one process
   Recorder* recorder = nullptr;
+  DataParallel* replicas = nullptr;    // sps in one process: the replica set (params are replica 0's)
 };
 
-// REQUIRES: comm != nullptr unless the kind is Single; all ranks call it together.
+// REQUIRES: comm != nullptr unless the kind is Single or Sps with replicas; all
+// ranks call it together.
 std::unique_ptr<Strategy> make_strategy(StrategyKind kind, StrategyInputs in);
 
 // Implementations (one file each).
 std::unique_ptr<Strategy> make_single_strategy(StrategyInputs in);
-std::unique_ptr<Strategy> make_sps_strategy(StrategyInputs in);
+std::unique_ptr<Strategy> make_sps_strategy(StrategyInputs in);  // in.replicas: the in-process variant
 std::unique_ptr<Strategy> make_ddp_strategy(StrategyInputs in);
 std::unique_ptr<Strategy> make_horovod_strategy(StrategyInputs in);
 

@@ -18,6 +18,15 @@
 //    nothing on non-final micro-steps (no_sync).
 //  * broadcast_buffers: module buffers are broadcast from rank 0 before every
 //    forward, coalesced (DDP's _sync_buffers).
+//  * Bucket rebuild (Reducer::rebuild_buckets, --rebuild-buckets): during the
+//    first synchronized backward the hooks record the order in which gradients
+//    became ready; at the start of the second iteration (before its first
+//    forward) rank 0's order is broadcast ("broadcast.bucket_order") and every
+//    rank rebuilds its buckets in that order with the same caps (first bucket
+//    first_bucket_mb, then bucket_cap_mb), so later buckets fill in readiness
+//    order. It happens once per run (a resumed run records and rebuilds again).
+//    Gradients are re-pointed into the new flat buffers, their values copied;
+//    parameters and optimizer state (keyed by parameter) are untouched.
 #include <fmt/format.h>
 
 #include "exec/grad_hooks.hpp"
@@ -38,7 +47,10 @@ class DdpStrategy final : public Strategy {
   explicit DdpStrategy(StrategyInputs in)
       : comm_(*in.comm), rec_(in.recorder), opts_(*in.options), buffers_(std::move(in.buffers)) {
     params_ = std::move(in.params);
-    build_buckets();
+    std::vector<size_t> reverse(params_.size());
+    for (size_t i = 0; i < reverse.size(); ++i) reverse[i] = reverse.size() - 1 - i;
+    build_buckets(reverse);
+    record_order_ = opts_.rebuild_buckets;
     install_hooks();
   }
 
@@ -54,12 +66,14 @@ class DdpStrategy final : public Strategy {
   }
 
   void before_forward() override {
+    if (record_order_ && ready_order_.size() == params_.size()) rebuild_buckets();
     if (opts_.broadcast_buffers && !buffers_.empty()) broadcast_coalesced(comm_, buffers_, 0, 250LL << 20, "broadcast.buffers");
   }
 
   void before_backward(bool sync) override {
     sync_ = sync;
     if (!sync) return;
+    if (record_order_) ready_order_.clear();
     next_bucket_ = 0;
     for (auto& b : buckets_) {
       b.pending = static_cast<int>(b.params.size());
@@ -99,15 +113,24 @@ class DdpStrategy final : public Strategy {
     for (auto& b : buckets_) b.flat.zero_();
   }
 
+  std::vector<std::vector<size_t>> gradient_buckets() const override {
+    std::vector<std::vector<size_t>> out;
+    for (const auto& b : buckets_) out.push_back(b.params);
+    return out;
+  }
+
  private:
-  void build_buckets() {
+  // Packs parameters, taken in `order`, into buckets (see the file comment) and
+  // points every gradient into its bucket's flat buffer, keeping its values.
+  void build_buckets(const std::vector<size_t>& order) {
     const int64_t first_cap = static_cast<int64_t>(opts_.first_bucket_mb * 1024 * 1024);
     const int64_t cap = static_cast<int64_t>(opts_.bucket_cap_mb * 1024 * 1024);
+    buckets_.clear();
     bucket_of_.assign(params_.size(), 0);
     ready_.assign(params_.size(), false);
-    // One open bucket per dtype, filled in reverse registration order.
+    // One open bucket per dtype.
     std::vector<std::pair<torch::ScalarType, std::pair<size_t, int64_t>>> open;  // dtype -> (bucket, bytes)
-    for (size_t r = params_.size(); r-- > 0;) {
+    for (size_t r : order) {
       const auto& p = params_[r];
       auto it = std::find_if(open.begin(), open.end(), [&](const auto& o) { return o.first == p.scalar_type(); });
       if (it == open.end()) {
@@ -133,10 +156,35 @@ class DdpStrategy final : public Strategy {
       int64_t off = 0;
       for (size_t i : b.params) {
         auto& p = params_[i];
-        p.mutable_grad() = b.flat.narrow(0, off, p.numel()).view(p.sizes());
+        auto view = b.flat.narrow(0, off, p.numel()).view(p.sizes());
+        if (p.grad().defined()) view.copy_(p.grad());
+        p.mutable_grad() = view;
         off += p.numel();
       }
     }
+  }
+
+  // Once, at the start of the second iteration: every rank adopts rank 0's
+  // readiness order (DDP's sync_bucket_indices) and rebuilds its buckets.
+  void rebuild_buckets() {
+    record_order_ = false;
+    auto order = torch::tensor(std::vector<int64_t>(ready_order_.begin(), ready_order_.end()), torch::kLong)
+                     .to(params_[0].device());
+    comm_.label_next("broadcast.bucket_order");
+    comm_.broadcast(order, 0)->wait(comm_.timeout());
+    order = order.cpu();
+    const int64_t* from_root = order.data_ptr<int64_t>();
+    std::vector<size_t> agreed(params_.size());
+    std::vector<bool> seen(params_.size(), false);
+    for (size_t k = 0; k < agreed.size(); ++k) {
+      const int64_t i = from_root[k];
+      if (i < 0 || static_cast<size_t>(i) >= params_.size() || seen[static_cast<size_t>(i)])
+        throw std::runtime_error(fmt::format("dps: rank 0's gradient order is not a permutation (entry {} = {})", k, i));
+      seen[static_cast<size_t>(i)] = true;
+      agreed[k] = static_cast<size_t>(i);
+    }
+    build_buckets(agreed);
+    ready_order_.clear();
   }
 
   void install_hooks() {
@@ -150,6 +198,7 @@ class DdpStrategy final : public Strategy {
   void on_grad_ready(size_t i) {
     if (!sync_ || ready_[i]) return;
     ready_[i] = true;
+    if (record_order_) ready_order_.push_back(i);
     if (--buckets_[bucket_of_[i]].pending > 0) return;
     // Launch every consecutive ready bucket, in bucket order.
     const double inv = 1.0 / comm_.size();
@@ -176,6 +225,8 @@ class DdpStrategy final : public Strategy {
   std::vector<uintptr_t> hook_keys_;
   size_t next_bucket_ = 0;
   bool sync_ = true;
+  bool record_order_ = false;        // until the rebuild: record the readiness order
+  std::vector<size_t> ready_order_;  // parameter indices in the order their gradients became ready
 };
 
 }  // namespace

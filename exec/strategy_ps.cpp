@@ -7,10 +7,21 @@
 // steps, and broadcasts the parameters back through buffers of the same size
 // (DataParallel's replicate broadcast_coalesced). No overlap with backward:
 // the traffic pattern of one endpoint serving all ranks.
+//
+// sps in one process (--devices-per-process K, nn.DataParallel): the trainer
+// runs forward and backward through the DataParallel replica set; this
+// strategy copies the parameters of replica 0 onto the others before the first
+// forward of every optimizer step (replicate) and reduce-adds the replicas'
+// gradients onto replica 0 after the last backward, both as exposed "wait";
+// the optimizer steps replica 0 alone. DataParallel replicates on every
+// forward and reduces on every backward; with --grad-accum > 1 this does both
+// once per optimizer step (the parameters do not change in between, and the
+// replicas accumulate their gradients locally).
 #include <fmt/format.h>
 
 #include <numeric>
 
+#include "exec/data_parallel.hpp"
 #include "exec/strategy.hpp"
 
 namespace dptwin::exec {
@@ -137,13 +148,48 @@ class SpsStrategy final : public Strategy {
   int64_t cap_;
 };
 
+class SpsInProcessStrategy final : public Strategy {
+ public:
+  explicit SpsInProcessStrategy(StrategyInputs in) : replicas_(*in.replicas), rec_(in.recorder) {
+    params_ = std::move(in.params);
+  }
+
+  void setup() override {
+    ScopedSpan wait(rec_, "wait");
+    replicas_.copy_buffers();
+  }
+
+  void before_forward() override {
+    if (!stale_) return;
+    ScopedSpan wait(rec_, "wait");
+    replicas_.replicate();
+    stale_ = false;
+  }
+
+  void synchronize_gradients() override {
+    ScopedSpan wait(rec_, "wait");
+    replicas_.reduce_gradients();
+  }
+
+  void after_optimizer() override { stale_ = true; }
+  void resynchronize_gradients() override {}  // gradients live on replica 0 only
+
+ private:
+  DataParallel& replicas_;
+  Recorder* rec_;
+  bool stale_ = true;  // replica parameters differ from replica 0's
+};
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_single_strategy(StrategyInputs in) { return std::make_unique<SingleStrategy>(std::move(in)); }
-std::unique_ptr<Strategy> make_sps_strategy(StrategyInputs in) { return std::make_unique<SpsStrategy>(std::move(in)); }
+std::unique_ptr<Strategy> make_sps_strategy(StrategyInputs in) {
+  if (in.replicas) return std::make_unique<SpsInProcessStrategy>(std::move(in));
+  return std::make_unique<SpsStrategy>(std::move(in));
+}
 
 std::unique_ptr<Strategy> make_strategy(StrategyKind kind, StrategyInputs in) {
-  if (kind != StrategyKind::Single && in.comm == nullptr)
+  if (kind != StrategyKind::Single && in.comm == nullptr && !(kind == StrategyKind::Sps && in.replicas))
     throw std::invalid_argument("data-parallel strategies need a communicator");
   switch (kind) {
     case StrategyKind::Single: return make_single_strategy(std::move(in));

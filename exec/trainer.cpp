@@ -12,6 +12,7 @@
 #include "exec/amp.hpp"
 #include "exec/checkpoint.hpp"
 #include "exec/comm.hpp"
+#include "exec/data_parallel.hpp"
 #include "exec/gpt2_model.hpp"
 #include "exec/lr_schedule.hpp"
 #include "exec/strategy.hpp"
@@ -112,6 +113,10 @@ class Trainer {
     amp_ = resolved_amp(o);
     half_ = half_type(o);
     device_ = rank_device(comm);
+    if (o.devices_per_process > 1) {
+      replica_devices_ = replica_devices(o.devices_per_process);
+      device_ = replica_devices_[0];
+    }
     load_data();
     build_model();
     build_optimizer();
@@ -121,6 +126,7 @@ class Trainer {
     for (const auto& b : model_->buffers()) in.buffers.push_back(b);
     in.comm = comm_;
     in.recorder = &rec_;
+    in.replicas = replicas_.get();
     strategy_ = make_strategy(strategy_kind(o_), std::move(in));
   }
 
@@ -177,6 +183,28 @@ class Trainer {
       for (auto& p : params_) p.set_data(p.data().to(half_));
     }
     if (amp_ != "none" && half_ == torch::kHalf) scaler_ = std::make_unique<LossScaler>();
+    if (!replica_devices_.empty()) build_replicas();
+  }
+
+  // sps in one process: replicas 1..K-1 of the model (their parameters are
+  // copied from model_ before every step's first forward), driven in threads.
+  void build_replicas() {
+    std::vector<Gpt2> replicas{model_};
+    for (size_t k = 1; k < replica_devices_.size(); ++k) {
+      Gpt2 r(cfg_);
+      r->to(replica_devices_[k]);
+      if (amp_ == "o2") {
+        torch::NoGradGuard no_grad;
+        for (auto& p : ordered_parameters(*r)) p.set_data(p.data().to(half_));
+      }
+      replicas.push_back(r);
+    }
+    auto loss = [this](Gpt2Impl& m, const torch::Tensor& x, const torch::Tensor& y) {
+      AutocastScope autocast(amp_ == "o1", x.device().type(), half_);
+      return m.loss(x, y);
+    };
+    replicas_ = std::make_unique<DataParallel>(std::move(replicas), replica_devices_, o_.threads,
+                                               static_cast<int64_t>(o_.sps_bucket_mb * 1024 * 1024), &rec_, loss);
   }
 
   void build_optimizer() {
@@ -231,8 +259,12 @@ class Trainer {
       strategy_->before_forward();
       {
         ScopedSpan span(&rec_, "forward");
-        AutocastScope autocast(amp_ == "o1", device_.type(), half_);
-        loss = model_->loss(x, y);
+        if (replicas_) {
+          loss = replicas_->forward(x, y);  // scatter, replicas in threads, weighted loss
+        } else {
+          AutocastScope autocast(amp_ == "o1", device_.type(), half_);
+          loss = model_->loss(x, y);
+        }
         if (fault_.kind == "nan" && fault_.step == step) loss = loss * std::numeric_limits<float>::quiet_NaN();
       }
       loss_sum += loss.item<double>();
@@ -240,7 +272,11 @@ class Trainer {
       strategy_->before_backward(micro + 1 == o_.grad_accum);
       {
         ScopedSpan span(&rec_, "backward");
-        (loss * (scale / o_.grad_accum)).backward();
+        if (replicas_) {
+          replicas_->backward(scale / o_.grad_accum);
+        } else {
+          (loss * (scale / o_.grad_accum)).backward();
+        }
       }
     }
     s.loss = loss_sum / o_.grad_accum;
@@ -355,6 +391,8 @@ class Trainer {
   std::vector<torch::Tensor> params_, opt_params_;
   std::unique_ptr<MasterWeights> master_;
   std::unique_ptr<LossScaler> scaler_;
+  std::vector<torch::Device> replica_devices_;  // sps in one process (empty otherwise)
+  std::unique_ptr<DataParallel> replicas_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   LrSchedule schedule_;
   std::unique_ptr<Strategy> strategy_;

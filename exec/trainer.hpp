@@ -6,7 +6,8 @@
 // scaling), AdamW with warm-up + decay, the data sampler of this rank and the
 // strategy, then runs the steps (see strategy.hpp for the order of calls),
 // recording every phase into `rec`. Rank-agnostic: the same code runs on
-// every rank; `comm` is null only for the `single` strategy.
+// every rank; `comm` is null only for the `single` strategy and for `sps` in
+// one process (--devices-per-process > 1), which drives its replicas itself.
 //
 // Torch-free header (the trainer's LibTorch types stay in trainer.cpp).
 // Thread-safety: one call per rank; with the fake backend several ranks run in
@@ -36,7 +37,8 @@ struct TrainOutput {
   RunInfo info;       // identical on every rank
 };
 
-// REQUIRES: validated options; comm == nullptr iff strategy is single.
+// REQUIRES: validated options; comm != nullptr unless strategy is single or
+// sps with devices_per_process > 1 (which ignores a communicator it is given).
 TrainOutput train_rank(const ExecOptions& opts, Communicator* comm, Recorder& rec);
 
 // Collective: every rank's report reaches rank 0 (sorted by rank); other ranks get {}.

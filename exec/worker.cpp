@@ -134,7 +134,8 @@ int run_worker(int argc, char** argv) {
   };
   try {
     if (o.backend == "fake") return run_fake(o);
-    const bool needs_comm = o.strategy != "single" || env.world > 1 || is_mpi;
+    const bool in_process = o.strategy == "single" || o.devices_per_process > 1;  // no peers to talk to
+    const bool needs_comm = !in_process || env.world > 1 || is_mpi;
     if (needs_comm) {
       const auto timeout = std::chrono::duration<double>(o.comm_timeout_s);
       if (is_mpi) {
@@ -152,6 +153,9 @@ int run_worker(int argc, char** argv) {
       o.np = comm->size();
       if (o.strategy == "single" && o.np > 1)
         throw InputError(SourceLocation{"command line", 0, 0}, "--strategy", "single runs on exactly 1 rank");
+      if (o.devices_per_process > 1 && o.np > 1)
+        throw InputError(SourceLocation{"command line", 0, 0}, "--devices-per-process",
+                         "sps with replicas in one process runs on exactly 1 rank");
     }
     run_rank(o, comm.get(), rec);
     comm.reset();

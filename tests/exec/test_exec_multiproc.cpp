@@ -99,8 +99,50 @@ TEST_CASE("equivalence across processes: sps, dps, horovod on 2 ranks == single,
       const auto j = load_json(out + ".json");
       CHECK(j["summary"]["replicas_identical"] == true);
       CHECK(j["world"] == 2);
+      if (std::string(s) == "dps") {
+        // Buckets rebuilt once per rank from rank 0's order: both ranks allreduce the same buckets.
+        std::vector<std::vector<std::string>> buckets(2);
+        int order_ops = 0;
+        for (const auto& op : j["comm_ops"]) {
+          const auto name = op["name"].get<std::string>();
+          order_ops += name == "broadcast.bucket_order";
+          if (name.rfind("allreduce.bucket", 0) == 0)
+            buckets[op["rank"].get<size_t>()].push_back(std::to_string(op["step"].get<int>()) + " " + name + " " +
+                                                        std::to_string(op["bytes"].get<int64_t>()));
+        }
+        CHECK(order_ops == 2);
+        CHECK(!buckets[0].empty());
+        CHECK(buckets[0] == buckets[1]);
+      }
     }
   }
+}
+
+TEST_CASE("sps in one process: dptwin-exec --devices-per-process 2 == single, with its comm ops") {
+  TempDir d;
+  const std::vector<std::string> common{"--steps", "5", "--lr", "3e-3", "--lr-warmup", "2", "--warmup-steps", "1",
+                                        "--micro-batch", "4"};
+  auto args = common;
+  args.insert(args.end(), {"--strategy", "single", "--final-params", d.path + "/single.pt"});
+  REQUIRE(exec(args).outcome.ok);
+  auto a = common;
+  a.insert(a.end(), {"--strategy", "sps", "--devices-per-process", "2", "--final-params", d.path + "/dp.pt", "--out",
+                     d.path + "/dp.json"});
+  const auto r = exec(a);
+  REQUIRE_MESSAGE(r.outcome.ok, r.outcome.failure);
+  const auto diff = compare_params(load_named_params(d.path + "/dp.pt"), load_named_params(d.path + "/single.pt"));
+  MESSAGE("sps in one process (2 CPU replicas): relative parameter error vs single " << diff.global << "; " << r.seconds
+                                                                                       << " s");
+  CHECK(diff.global < 1e-5);
+  const auto j = load_json(d.path + "/dp.json");
+  CHECK(j["world"] == 1);
+  int reduces = 0, broadcasts = 0;
+  for (const auto& op : j["comm_ops"]) {
+    reduces += op["name"] == "reduce.grad0";
+    broadcasts += op["name"] == "broadcast.param0";
+  }
+  CHECK(reduces == 5);
+  CHECK(broadcasts == 5);
 }
 
 TEST_CASE("horovod with dptwin's ring over send/recv on 3 ranks == single, gloo and mpi") {

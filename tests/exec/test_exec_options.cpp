@@ -52,6 +52,7 @@ TEST_CASE("option table: unique long flags, help text, every field reachable") {
   o.micro_batch = 3;
   o.lr = 1.25e-3;
   o.broadcast_buffers = false;
+  o.rebuild_buckets = false;
   o.double_step = true;
   o.synthetic_tokens = 4096;
   o.out = "r.json";
@@ -63,6 +64,7 @@ TEST_CASE("option table: unique long flags, help text, every field reachable") {
   CHECK(back.micro_batch == 3);
   CHECK(back.lr == doctest::Approx(1.25e-3));
   CHECK_FALSE(back.broadcast_buffers);
+  CHECK_FALSE(back.rebuild_buckets);
   CHECK(back.double_step);
   CHECK(back.synthetic_tokens == 4096);
   CHECK(back.out == "r.json");
@@ -76,6 +78,10 @@ TEST_CASE("defaults and strategy-derived amp") {
   CHECK(d.first_bucket_mb == 1.0);
   CHECK(d.fusion_threshold_mb == 128.0);
   CHECK(d.cycle_time_ms == 1.0);
+  CHECK(d.rebuild_buckets);
+  CHECK_FALSE(parse({"--rebuild-buckets=false"}).rebuild_buckets);
+  CHECK(d.devices_per_process == 1);
+  CHECK(parse({"--strategy", "sps", "--devices-per-process", "4", "--micro-batch", "4"}).devices_per_process == 4);
   CHECK(resolved_amp(d) == "none");
   CHECK(resolved_amp(parse({"--strategy", "dps+amp"})) == "o2");
   CHECK(resolved_amp(parse({"--strategy", "horovod+amp"})) == "o1");
@@ -104,6 +110,11 @@ TEST_CASE("bad input names the flag") {
   CHECK(error_of({"--fault", "kill:1:2"}).empty());
   CHECK(error_of({"--fault", "ckptkill:3"}).empty());
   CHECK(error_of({"--hvd-ring"}).find("--hvd-ring") != std::string::npos);
+  CHECK(error_of({"--devices-per-process", "2", "--micro-batch", "2"}).find("only strategy 'sps'") != std::string::npos);
+  CHECK(error_of({"--strategy", "sps", "--np", "2", "--devices-per-process", "2"}).find("--np 1") != std::string::npos);
+  CHECK(error_of({"--strategy", "sps", "--devices-per-process", "3", "--micro-batch", "2"}).find("at least 3") !=
+        std::string::npos);
+  CHECK(error_of({"--strategy", "sps", "--devices-per-process", "0"}).find("--devices-per-process") != std::string::npos);
   CHECK(error_of({"--micro-batch", "x"}).find("--micro-batch") != std::string::npos);
 }
 

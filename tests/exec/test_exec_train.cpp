@@ -1,16 +1,20 @@
 // tests/exec/test_exec_train.cpp — training through the strategies with the
 // in-process fake backend (ranks as threads): data-parallel equivalence, DDP
-// buckets and overlap, gradient accumulation, amp, checkpoint/resume, NaN.
+// buckets and overlap (and their rebuild), gradient accumulation, amp,
+// checkpoint/resume, NaN; sps in one process (nn.DataParallel over CPU replicas).
 #include "torch_doctest.hpp"
 #include "param_compare.hpp"
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "exec/comm.hpp"
 #include "exec/options.hpp"
+#include "exec/result.hpp"
 #include "exec/trainer.hpp"
+#include "models/gpt2.hpp"
 #include "temp_dir.hpp"
 
 using namespace dptwin::exec;
@@ -36,10 +40,18 @@ ExecOptions tiny(const std::string& strategy, int np, int micro_batch, int steps
   return o;
 }
 
+// sps in one process: K CPU replicas share the micro-batch.
+ExecOptions tiny_replicas(int devices, int micro_batch, int steps = 6) {
+  auto o = tiny("sps", 1, micro_batch, steps);
+  o.devices_per_process = devices;
+  validate_exec_options(o);
+  return o;
+}
+
 // Runs all ranks; returns rank-ordered outputs.
 std::vector<TrainOutput> run(const ExecOptions& o) {
   torch::set_num_threads(1);
-  if (o.strategy == "single") {
+  if (o.strategy == "single" || o.devices_per_process > 1) {
     Recorder rec;
     return {train_rank(o, nullptr, rec)};
   }
@@ -140,6 +152,89 @@ TEST_CASE("dps: small buckets, launched during backward in reverse order; equiva
   // Bucket 0 (ln_f, the last layer's tensors) is launched before backward is over: overlap.
   CHECK(first_launch >= 0);
   CHECK(first_launch < backward_end);
+  // The buckets were rebuilt once, at the start of step 1, from rank 0's order
+  // (one int64 per parameter), and every rank allreduces the same buckets.
+  for (const auto& out : outs) {
+    int order_ops = 0;
+    for (const auto& s : out.report.spans)
+      if (s.name == "broadcast.bucket_order") {
+        ++order_ops;
+        CHECK(s.step == 1);
+        CHECK(s.bytes == 8 * static_cast<int64_t>(dptwin::models::gpt2_tensors(*dptwin::models::find_gpt2_preset("tiny")).size()));
+      }
+    CHECK(order_ops == 1);
+  }
+  auto bucket_bytes = [](const TrainOutput& out, int step) {
+    std::vector<int64_t> b;
+    for (const auto& s : out.report.spans)
+      if (s.step == step && s.name.rfind("allreduce.bucket", 0) == 0) b.push_back(s.bytes);
+    return b;
+  };
+  for (int step = 0; step < 3; ++step) CHECK(bucket_bytes(outs[0], step) == bucket_bytes(outs[1], step));
+}
+
+TEST_CASE("dps: --rebuild-buckets=false keeps reverse registration order and the equivalence") {
+  TempDir d;
+  auto ref = tiny("single", 1, 4, 3);
+  ref.final_params = d.path + "/single.pt";
+  run(ref);
+  auto o = tiny("dps", 2, 2, 3);
+  o.bucket_cap_mb = 0.02;
+  o.first_bucket_mb = 0.005;
+  o.rebuild_buckets = false;
+  o.final_params = d.path + "/dps.pt";
+  const auto outs = run(o);
+  const auto diff = compare_params(load_named_params(o.final_params), load_named_params(ref.final_params));
+  MESSAGE("dps without rebuild: relative parameter error vs single " << diff.global);
+  CHECK(diff.global < 1e-5);
+  for (const auto& s : outs[0].report.spans) CHECK(s.name != "broadcast.bucket_order");
+}
+
+TEST_CASE("sps in one process (nn.DataParallel over 2 and 3 CPU replicas) equals single on the same batch") {
+  TempDir d;
+  for (const auto& [devices, batch] : std::vector<std::pair<int, int>>{{2, 4}, {3, 5}}) {
+    auto ref = tiny("single", 1, batch);
+    ref.final_params = d.path + "/single.pt";
+    const auto ref_losses = losses(run(ref)[0]);
+    auto o = tiny_replicas(devices, batch);  // 3 replicas of 5 samples: chunks 2, 2, 1
+    o.final_params = d.path + "/dp.pt";
+    const auto outs = run(o);
+    REQUIRE(outs.size() == 1);
+    const auto diff = compare_params(load_named_params(o.final_params), load_named_params(ref.final_params));
+    MESSAGE("sps, " << devices << " replicas, micro-batch " << batch << ": relative parameter error vs single "
+                    << diff.global << " (worst tensor " << diff.worst_name << " " << diff.worst << ")");
+    CHECK(diff.global < 1e-5);
+    CHECK(diff.worst < 1e-4);
+    const auto l = losses(outs[0]);
+    for (size_t k = 0; k < l.size(); ++k) CHECK(l[k] == doctest::Approx(ref_losses[k]).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("sps in one process: loss falls; the result has its phases and the reduce and broadcast ops") {
+  auto o = tiny_replicas(2, 4, 25);
+  o.grad_accum = 2;  // replicas accumulate locally; one reduce per optimizer step
+  const auto outs = run(o);
+  const auto l = losses(outs[0]);
+  const double last = (l[l.size() - 1] + l[l.size() - 2] + l[l.size() - 3]) / 3;
+  MESSAGE("sps in one process, 2 replicas: loss " << l.front() << " -> " << last);
+  CHECK(last < l.front() - 0.5);
+  const auto j = make_result(outs[0].info, {outs[0].report});
+  CHECK(j["world"] == 1);
+  CHECK(j["config"]["devices-per-process"] == 2);
+  for (const char* phase : {"forward_s", "backward_s", "wait_s", "optimizer_s", "comm_s"}) {
+    REQUIRE_MESSAGE(j["summary"]["phases"].contains(phase), phase);
+    CHECK_MESSAGE(j["summary"]["phases"][phase]["median"].get<double>() > 0, phase);
+  }
+  // Per step: the whole model is reduced and broadcast once (tiny: well under one 10 MiB buffer).
+  const int64_t param_bytes = 4 * j["parameters"].get<int64_t>();
+  std::map<int, std::map<std::string, int64_t>> bytes;
+  for (const auto& op : j["comm_ops"]) bytes[op["step"].get<int>()][op["name"].get<std::string>()] += op["bytes"].get<int64_t>();
+  for (int step = 0; step < o.steps; ++step) {
+    CAPTURE(step);
+    CHECK(bytes[step]["reduce.grad0"] == param_bytes);
+    CHECK(bytes[step]["broadcast.param0"] == param_bytes);
+    CHECK(bytes[step].size() == 2);
+  }
 }
 
 TEST_CASE("gradient accumulation: 2 micro-steps of 2 equal 1 micro-step of 4") {
@@ -187,14 +282,16 @@ TEST_CASE("O2 keeps fp32 master weights: parameters written are fp32 and differ 
 }
 
 TEST_CASE("checkpoint/resume reproduces the losses and parameters of an uninterrupted run") {
-  for (const char* s : {"single", "dps", "sps", "dps+amp"}) {
+  for (const char* s : {"single", "dps", "sps", "dps+amp", "sps-in-process"}) {
     TempDir d;
-    const int np = std::string(s) == "single" ? 1 : 2;
-    auto full = tiny(s, np, 2, 8);
+    const bool in_process = std::string(s) == "sps-in-process";
+    const int np = std::string(s) == "single" || in_process ? 1 : 2;
+    auto full = in_process ? tiny_replicas(2, 2, 8) : tiny(s, np, 2, 8);
     full.final_params = d.path + "/full.pt";
     const auto ref = losses(run(full)[0]);
 
-    auto first = tiny(s, np, 2, 8);
+    auto first = full;
+    first.final_params.clear();
     first.checkpoint_dir = d.path + "/ckpt";
     first.checkpoint_every = 2;
     first.stop_after = 5;  // "interrupted" after step 4; the last checkpoint is after step 3
