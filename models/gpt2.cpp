@@ -122,7 +122,7 @@ Gpt2Config parse_gpt2_config(const YamlNode& node) {
   if (node.is_scalar()) return preset_or_fail(node);
   if (!node.is_map()) node.fail("expected a model preset name or a mapping of GPT-2 fields");
   node.check_keys({"name", "preset", "n_layer", "n_embd", "n_head", "n_positions", "n_ctx", "vocab_size",
-                   "tied_embeddings"});
+                   "tied_embeddings", "gelu", "dropout"});
   Gpt2Config cfg;  // HuggingFace GPT2Config defaults (the 124M gpt2)
   cfg.name = "custom";
   if (auto p = node.find("preset")) cfg = preset_or_fail(*p);
@@ -137,6 +137,13 @@ Gpt2Config parse_gpt2_config(const YamlNode& node) {
   read_int("n_ctx", cfg.n_ctx);
   read_int("vocab_size", cfg.vocab_size);
   cfg.tied_embeddings = node.get<bool>("tied_embeddings", cfg.tied_embeddings);
+  if (auto g = node.find("gelu")) {
+    const auto v = g->as<std::string>();
+    if (v == "eager") cfg.gelu = Gpt2Config::Gelu::Eager;
+    else if (v == "fused") cfg.gelu = Gpt2Config::Gelu::Fused;
+    else g->fail(fmt::format("expected 'eager' (HuggingFace gelu_new, 8 kernels) or 'fused' (one kernel), got '{}'", v));
+  }
+  cfg.dropout = node.get<bool>("dropout", cfg.dropout);
   validate_gpt2_config(cfg, &node);
   return cfg;
 }

@@ -27,6 +27,12 @@ struct Gpt2Config {
   int n_ctx = 1024;          // training context T (tokens per sample); REQUIRES n_ctx <= n_positions
   int vocab_size = 50257;    // rows of the token embedding
   bool tied_embeddings = true;  // lm_head shares wte (no extra parameters)
+  // How the training code runs it (time only, not parameters):
+  // gelu: "eager" = HuggingFace gelu_new as Python arithmetic (8 kernels forward,
+  // 12 backward; the paper's code), "fused" = one tanh-GELU kernel each way
+  // (torch.nn.functional.gelu(approximate="tanh"), dptwin-exec's GPT-2).
+  enum class Gelu { Eager, Fused } gelu = Gelu::Eager;
+  bool dropout = true;  // dropout layers run in training (the paper's); dptwin-exec has none
 };
 
 // Presets: "paper" (the paper's 106,331,904-parameter model, context 512),
@@ -36,7 +42,8 @@ const std::vector<Gpt2Config>& gpt2_presets();
 std::optional<Gpt2Config> find_gpt2_preset(const std::string& name);
 
 // Reads a user model: either a preset name (scalar) or a mapping
-//   {name, preset?, n_layer, n_embd, n_head, n_positions, n_ctx, vocab_size, tied_embeddings}
+//   {name, preset?, n_layer, n_embd, n_head, n_positions, n_ctx, vocab_size, tied_embeddings,
+//    gelu: eager|fused, dropout: bool}
 // where `preset` supplies defaults for fields not given. Validates every field.
 Gpt2Config parse_gpt2_config(const YamlNode& node);
 // Throws InputError located at `where` when the config is inconsistent.

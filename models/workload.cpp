@@ -137,10 +137,12 @@ class Builder {
   }
 
   void dropout_fwd(const std::string& name, int layer, double elems) {
+    if (!w_.config.dropout) return;
     fwd(name + ".fwd", OpClass::Elementwise, layer, kFlopsPerDropoutFwd * elems, elems,
         elems + kMaskElement * elems);
   }
   void dropout_bwd(const std::string& name, int layer, double elems) {
+    if (!w_.config.dropout) return;
     bwd(name + ".bwd", OpClass::Elementwise, layer, kFlopsPerDropoutBwd * elems, elems + kMaskElement * elems,
         elems);
   }
@@ -185,7 +187,10 @@ class Builder {
     fwd(h + "attn.residual.fwd", OpClass::Elementwise, i, NC, 2 * NC, NC);
     layer_norm_fwd(h + "ln_2", i, C_);
     linear_fwd(h + "mlp.c_fc", i, C_, 4 * static_cast<int64_t>(C_));
-    fwd(h + "mlp.gelu.fwd", OpClass::Elementwise, i, kFlopsPerGeluFwd * 4 * NC, 4 * NC, 4 * NC);
+    // HF gelu_new in eager mode, 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), is
+    // 8 pointwise kernels forward and about 12 in its autograd backward.
+    const bool eager = w_.config.gelu == Gpt2Config::Gelu::Eager;
+    fwd(h + "mlp.gelu.fwd", OpClass::Elementwise, i, kFlopsPerGeluFwd * 4 * NC, 4 * NC, 4 * NC).kernels = eager ? 8 : 1;
     linear_fwd(h + "mlp.c_proj", i, 4 * static_cast<int64_t>(C_), C_);
     dropout_fwd(h + "mlp.dropout", i, NC);
     fwd(h + "mlp.residual.fwd", OpClass::Elementwise, i, NC, 2 * NC, NC);
@@ -224,7 +229,8 @@ class Builder {
     // MLP branch.
     dropout_bwd(h + "mlp.dropout", i, NC);
     linear_bwd(h + "mlp.c_proj", i, 4 * static_cast<int64_t>(C_), C_);
-    bwd(h + "mlp.gelu.bwd", OpClass::Elementwise, i, kFlopsPerGeluBwd * 4 * NC, 8 * NC, 4 * NC);
+    bwd(h + "mlp.gelu.bwd", OpClass::Elementwise, i, kFlopsPerGeluBwd * 4 * NC, 8 * NC, 4 * NC).kernels =
+        w_.config.gelu == Gpt2Config::Gelu::Eager ? 12 : 1;
     linear_bwd(h + "mlp.c_fc", i, C_, 4 * static_cast<int64_t>(C_));
     layer_norm_bwd(h + "ln_2", i, C_);
     // The residual stream's gradient = skip path + MLP branch (accumulated).

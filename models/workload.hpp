@@ -42,6 +42,7 @@ struct OpSpec {
   // GEMM shape for Matmul/BatchedMatmul (C[m,n] += A[m,k] B[k,n], `batch` times).
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool runs_in_half_under_o1 = false;  // whitelisted for half under O1 (matmuls)
+  int kernels = 0;  // eager-mode kernels it launches; 0 = the usual count for its class
   // Backward only: indices into Workload::tensors whose gradients are complete after this op.
   std::vector<int> grads_ready;
 };

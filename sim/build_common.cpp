@@ -97,17 +97,11 @@ namespace {
 // Sum over parameter tensors of max(kernels x launch, bytes_per_param x numel / bandwidth):
 // launches are asynchronous, so a tensor costs whichever of dispatch and memory traffic is longer.
 Time per_tensor_pass(const StepContext& ctx, int kernels, double bytes_per_param) {
-  const DeviceProfile& p = *ctx.prof;
-  double bw = p.spec.memory_bandwidth.value();
-  double total = 0;
   // Optimizer-side passes run from one thread even under DataParallel: no launch_factor.
-  double launch = p.launch_overhead.seconds();
-  for (const auto& t : ctx.work->tensors) {
-    double bytes = bytes_per_param * static_cast<double>(t.numel);
-    double mem = bytes / (bw * p.memory.at(bytes / kernels));
-    total += std::max(kernels * launch, mem);
-  }
-  return Time::from_seconds(total);
+  Time total;
+  for (const auto& t : ctx.work->tensors)
+    total += tensor_pass_time(bytes_per_param * static_cast<double>(t.numel), kernels, *ctx.prof);
+  return total;
 }
 
 // A multi-tensor (Apex / foreach) pass: few launches, one sweep of memory.
@@ -136,8 +130,9 @@ OptimizerWork optimizer_work(const StepContext& ctx) {
     w.clip = per_tensor_pass(ctx, 2, 4.0 + 8.0) + ctx.prof->launch_overhead * 3;
   }
   // Eager AdamW on fp32 parameters: ~10 kernels per tensor moving ~96 bytes per parameter
-  // (decay p; update exp_avg and exp_avg_sq; sqrt; divide; add eps; addcdiv into p).
-  w.step = per_tensor_pass(ctx, ctx.prof->optimizer_kernels_per_tensor, 96.0);
+  // (decay p; update exp_avg and exp_avg_sq; sqrt; divide; add eps; addcdiv into p);
+  // calibration fits both figures to a measured AdamW.
+  w.step = per_tensor_pass(ctx, ctx.prof->optimizer_kernels_per_tensor, ctx.prof->optimizer_bytes_per_param);
   if (pr.fp32_master_weights()) w.master_copy = fused_pass(ctx, 4.0 + dtype_size(pr.weight_dtype()));
   w.zero_grad = per_tensor_pass(ctx, 1, grad);
   return w;

@@ -8,6 +8,7 @@ using models::OpClass;
 
 int kernels_of(const models::OpSpec& op) {
   const bool fwd = op.pass == models::Pass::Forward;
+  if (op.kernels > 0) return op.kernels;  // set by the workload (GELU: eager chain or fused)
   switch (op.cls) {
     case OpClass::Matmul:
     case OpClass::BatchedMatmul:
@@ -20,9 +21,6 @@ int kernels_of(const models::OpSpec& op) {
     case OpClass::Embedding:
       return fwd ? 3 : 4;  // two gathers + add / zero-fill + two index_add + tied-weight add
     case OpClass::Elementwise:
-      // HF gelu_new in eager mode: 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))) is
-      // 8 pointwise kernels forward and about 12 in its autograd backward.
-      if (op.name.find("gelu") != std::string::npos) return fwd ? 8 : 12;
       return 1;
   }
   return 1;
@@ -50,9 +48,23 @@ Time memory_pass_time(double bytes, int kernels, const DeviceProfile& dev) {
   return Time::from_seconds(s) + dev.launch_overhead * kernels;
 }
 
+Time tensor_pass_time(double bytes, int kernels, const DeviceProfile& dev) {
+  const double mem = bytes / (dev.spec.memory_bandwidth.value() * dev.memory.at(bytes / std::max(kernels, 1)));
+  return Time::from_seconds(std::max(kernels * dev.launch_overhead.seconds(), mem));
+}
+
+namespace {
+// The GEMM efficiency curve for a dtype: the measured 16-bit table when there is one.
+const EfficiencyCurve& gemm_curve(bool batched, DType dtype, const DeviceProfile& dev) {
+  const bool half = dtype_size(dtype) < 4;
+  if (batched) return half && !dev.batched_matmul_half.table.empty() ? dev.batched_matmul_half : dev.batched_matmul;
+  return half && !dev.matmul_half.table.empty() ? dev.matmul_half : dev.matmul;
+}
+}  // namespace
+
 double matmul_seconds(double flops, DType dtype, const DeviceProfile& dev) {
   double peak = dev.spec.peak(dtype).value();
-  return flops / (peak * dev.matmul.at(flops));
+  return flops / (peak * gemm_curve(false, dtype, dev).at(flops));
 }
 
 OpCost op_cost(const models::OpSpec& op, const DeviceProfile& dev, const PrecisionMode& prec) {
@@ -69,8 +81,8 @@ OpCost op_cost(const models::OpSpec& op, const DeviceProfile& dev, const Precisi
     double peak = dev.spec.peak(dt).value();
     double eff = 0.5;
     switch (op.cls) {
-      case OpClass::Matmul: eff = dev.matmul.at(op.flops); break;
-      case OpClass::BatchedMatmul: eff = dev.batched_matmul.at(op.flops); break;
+      case OpClass::Matmul: eff = gemm_curve(false, dt, dev).at(op.flops); break;
+      case OpClass::BatchedMatmul: eff = gemm_curve(true, dt, dev).at(op.flops); break;
       default: eff = 0.5; break;  // vector units: non-matmul FLOPs rarely reach the matmul peak
     }
     if (op.cls != OpClass::Matmul && op.cls != OpClass::BatchedMatmul) peak = dev.spec.fp32_peak.value();

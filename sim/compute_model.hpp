@@ -31,6 +31,9 @@ OpCost op_cost(const models::OpSpec& op, const DeviceProfile& dev, const Precisi
 
 // Roofline of a memory-bound pass over `bytes` in `kernels` kernels.
 Time memory_pass_time(double bytes, int kernels, const DeviceProfile& dev);
+// One tensor's eager per-tensor pass (optimizer, clipping, zeroing): `kernels`
+// launches or the memory sweep of `bytes`, whichever is longer.
+Time tensor_pass_time(double bytes, int kernels, const DeviceProfile& dev);
 
 // Seconds of a dense matmul of `flops` in `dtype` (no launch), for calibration fits.
 double matmul_seconds(double flops, DType dtype, const DeviceProfile& dev);

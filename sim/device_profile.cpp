@@ -72,8 +72,8 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 }
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
-  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "launch_overhead", "step_overhead", "overlap_slowdown",
-                   "background_loop_slowdown",
+  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "launch_overhead", "step_overhead", "overlap_slowdown",
+                   "background_loop_slowdown", "optimizer_bytes_per_param",
                    "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
   auto rate = [](const YamlNode& n) {
@@ -108,6 +108,11 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     if (!n->has("table")) n->fail("memory_half is a measured table: {table: [[bytes, efficiency], ...]}");
     apply_curve(*n, p.memory_half);
   }
+  for (auto [key, curve] : {std::pair{"matmul_half", &p.matmul_half}, std::pair{"batched_matmul_half", &p.batched_matmul_half}})
+    if (auto n = node.find(key)) {
+      if (!n->has("table")) n->fail(fmt::format("{} is a measured table: {{table: [[flops, efficiency], ...]}}", key));
+      apply_curve(*n, *curve);
+    }
   if (auto n = node.find("launch_overhead")) {
     p.launch_overhead = n->as_time();
     if (p.launch_overhead.seconds() > 1.0) n->fail("launch_overhead above 1 s per kernel is not meaningful");
@@ -132,6 +137,10 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   if (auto n = node.find("optimizer_kernels_per_tensor")) {
     p.optimizer_kernels_per_tensor = n->as_positive_int();
     if (p.optimizer_kernels_per_tensor > 1000) n->fail("optimizer_kernels_per_tensor above 1000 is not meaningful");
+  }
+  if (auto n = node.find("optimizer_bytes_per_param")) {
+    p.optimizer_bytes_per_param = n->as_positive();
+    if (p.optimizer_bytes_per_param > 10000) n->fail("optimizer_bytes_per_param above 10000 is not meaningful");
   }
   if (auto n = node.find("host_memcpy")) p.host_memcpy = n->as_bandwidth();
 }

@@ -49,6 +49,11 @@ struct DeviceProfile {
   // fp32 and back in every pointwise kernel, so they move half the bytes at well
   // under the fp32 rate. Without a table, half-precision ops use `memory`.
   EfficiencyCurve memory_half{0.0, 0};
+  // 16-bit GEMMs, when measured (tables, relative to the half peak): CPU bf16
+  // kernels (oneDNN, AMX) lose far more to small shapes than fp32 ones (0.7x fp32
+  // at 32x64x192, 6x at 2048x768x768 here), which one shared curve cannot express.
+  EfficiencyCurve matmul_half{0.0, 0};
+  EfficiencyCurve batched_matmul_half{0.0, 0};
   Time launch_overhead;                       // per kernel (dispatch + launch); from the spec by default
   Time step_overhead = Time::us(500);         // fixed host cost per optimizer step (Python loop, data loader hand-off)
   double overlap_slowdown = 0.10;             // compute slowdown while communication runs on the same device
@@ -59,6 +64,7 @@ struct DeviceProfile {
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
+  double optimizer_bytes_per_param = 96;      // eager AdamW: bytes its kernels move per fp32 parameter (priced on `memory`)
   Bandwidth host_memcpy = gbyte_per_s(10);    // host-side copies (Horovod fusion on CPU, DataParallel scatter)
   // Ranks that share one machine's cores slow each other's compute (CPU ranks,
   // more processes than cores): (ranks on the machine, compute-time factor),
@@ -84,7 +90,7 @@ DeviceProfile default_profile(const topology::DeviceSpec& spec);
 // Applies a `device:` section of a profile YAML (keys: matmul {max, half_work} or
 // {table: [[work, efficiency], ...]},
 // batched_matmul, memory, launch_overhead, step_overhead, overlap_slowdown,
-// background_loop_slowdown,
+// background_loop_slowdown, optimizer_bytes_per_param,
 // compute_jitter, framework_reserve, optimizer_kernels_per_tensor, host_memcpy).
 // Also: peaks and memory bandwidth measured on the target replace the
 // datasheet's (fp32_peak, fp16_peak, bf16_peak as FLOP rates, memory_bandwidth),

@@ -8,6 +8,7 @@
 #include <map>
 
 #include "core/error.hpp"
+#include "sim/compute_model.hpp"
 #include "topology/device_spec.hpp"
 
 namespace dptwin::validate {
@@ -306,11 +307,15 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     for (const auto& s : xs) peaks.push_back(s.work / (std::max(s.seconds - launch_plain, 0.05 * s.seconds) * c.at(s.work)));
     return median(peaks);
   };
+  // bf16 GEMMs get their own measured table and peak (see DeviceProfile::matmul_half).
   auto mm16 = rows_of(compute, {"matmul"}, "bf16", "flops");
-  if (!mm16.empty()) {
+  if (mm16.size() >= 2) {
+    CurveFit mh = fit_efficiency_table(mm16, launch_plain, p.spec.bf16_peak.value(), true);
+    p.spec.bf16_peak = FlopRate(mh.peak);
+    p.matmul_half = mh.curve;
+    record("matmul_bf16", mh);
+  } else if (!mm16.empty()) {
     p.spec.bf16_peak = FlopRate(peak_under(mm16, p.matmul));
-    diag["matmul_bf16"] = {{"peak", p.spec.bf16_peak.value()},
-                           {"rms_rel_error", curve_rms_rel_error(mm16, launch_plain, p.spec.bf16_peak.value(), p.matmul)}};
   }
   // Batched matmul (attention) relative to the same peaks.
   auto bm32 = rows_of(compute, {"batched_matmul"}, "fp32", "flops");
@@ -319,9 +324,11 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     p.batched_matmul = bm.curve;
     record("batched_matmul_fp32", bm);
     auto bm16 = rows_of(compute, {"batched_matmul"}, "bf16", "flops");
-    if (!bm16.empty())
-      diag["batched_matmul_bf16"] = {
-          {"rms_rel_error", curve_rms_rel_error(bm16, launch_plain, p.spec.bf16_peak.value(), p.batched_matmul)}};
+    if (bm16.size() >= 2) {
+      CurveFit bh = fit_efficiency_table(bm16, launch_plain, p.spec.bf16_peak.value(), false);
+      p.batched_matmul_half = bh.curve;
+      record("batched_matmul_bf16", bh);
+    }
   }
   // Memory-bound ops (elementwise, layernorm, softmax; both dtypes): bandwidth and curve.
   // fp32 only: O1 runs layernorm and softmax in fp32; the per-bin median over
@@ -347,7 +354,26 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
       if (per_tensor <= 4096) ks.push_back(num(r, "seconds") / num(r, "tensors") / launch);
     }
     if (!ks.empty()) p.optimizer_kernels_per_tensor = std::clamp(static_cast<int>(std::lround(median(ks))), 1, 1000);
-    diag["optimizer"] = {{"kernels_per_tensor", p.optimizer_kernels_per_tensor}};
+    // Bytes per parameter: the value whose per-tensor passes (the simulator's
+    // own pricing on the memory curve fitted above) best match every AdamW case,
+    // in squared log error; a log grid from 4 to 2,000 bytes.
+    std::vector<std::pair<double, double>> cases;  // (params per tensor x tensors, seconds)
+    for (const auto& r : compute.at("optimizer")) cases.push_back({num(r, "params"), num(r, "seconds")});
+    const auto tensors_of = [&](size_t i) { return num(compute.at("optimizer")[i], "tensors"); };
+    double best = p.optimizer_bytes_per_param, best_err = std::numeric_limits<double>::infinity();
+    for (double b = 4; b <= 2000; b *= 1.02) {
+      double err = 0;
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const double t = tensors_of(i);
+        const double pred = t * sim::tensor_pass_time(b * cases[i].first / t, p.optimizer_kernels_per_tensor, p).seconds();
+        err += std::pow(std::log(pred / cases[i].second), 2);
+      }
+      if (err < best_err) best_err = err, best = b;
+    }
+    if (!cases.empty()) p.optimizer_bytes_per_param = best;
+    diag["optimizer"] = {{"kernels_per_tensor", p.optimizer_kernels_per_tensor},
+                         {"bytes_per_param", p.optimizer_bytes_per_param},
+                         {"rms_log_error", cases.empty() ? 0.0 : std::sqrt(best_err / cases.size())}};
   }
   if (compute.contains("memcpy") && !compute.at("memcpy").empty()) {
     const json& big = compute.at("memcpy").back();
@@ -468,11 +494,14 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   curve("batched_matmul", p.batched_matmul);
   curve("memory", p.memory);
   if (!p.memory_half.table.empty()) curve("memory_half", p.memory_half);
+  if (!p.matmul_half.table.empty()) curve("matmul_half", p.matmul_half);
+  if (!p.batched_matmul_half.table.empty()) curve("batched_matmul_half", p.batched_matmul_half);
   y += fmt::format("  launch_overhead: {}\n", fmt_time(p.launch_overhead));
   y += fmt::format("  step_overhead: {}\n", fmt_time(p.step_overhead));
   y += fmt::format("  overlap_slowdown: {:.4g}\n", p.overlap_slowdown);
   y += fmt::format("  background_loop_slowdown: {:.4g}\n", p.background_loop_slowdown);
   y += fmt::format("  optimizer_kernels_per_tensor: {}\n", p.optimizer_kernels_per_tensor);
+  y += fmt::format("  optimizer_bytes_per_param: {:.4g}\n", p.optimizer_bytes_per_param);
   y += fmt::format("  host_memcpy: {:.6g} GB/s\n", p.host_memcpy.value() / 1e9);
   if (!p.host_sharing.empty()) {
     y += "  host_sharing:\n";

@@ -116,8 +116,10 @@ std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSumm
 sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile_path) {
   std::string y;
   y += "name: validate\n";
-  if (c.seq_len > 0) y += fmt::format("model: {{preset: {}, n_ctx: {}}}\n", c.model, c.seq_len);
-  else y += fmt::format("model: {}\n", c.model);
+  // dptwin-exec's GPT-2 runs one fused tanh-GELU kernel and no dropout layers.
+  y += fmt::format("model: {{preset: {}, gelu: fused, dropout: false", c.model);
+  if (c.seq_len > 0) y += fmt::format(", n_ctx: {}", c.seq_len);
+  y += "}\n";
   y += fmt::format("cluster: \"{}\"\n", m.cluster);
   y += fmt::format("devices: {}\n", c.ranks);
   y += fmt::format("strategy: {}\n", c.strategy);

@@ -63,7 +63,8 @@ nlohmann::json to_json(const std::string& matrix, const std::string& profile, co
 std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSummary& s);
 
 // The scenario point the simulator prices for a case: the matrix's cluster,
-// ring allreduce (what Gloo and MPI run on CPU tensors), sps as a central
+// the model as dptwin-exec runs it (fused GELU, no dropout), ring allreduce (what
+// Gloo and MPI run on CPU tensors), sps as a central
 // parameter server, the given profile document applied (name "" = defaults).
 sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile_path);
 

@@ -1,5 +1,7 @@
 #include <doctest.h>
 
+#include "models/gpt2.hpp"
+#include "models/workload.hpp"
 #include "sim/compute_model.hpp"
 
 using namespace dptwin;
@@ -56,13 +58,51 @@ TEST_CASE("an elementwise op is memory bound: bytes / (bandwidth x efficiency) +
   CHECK(op_cost(op, test_device(), o2).time.seconds() == doctest::Approx(12e-6 + 5e-6).epsilon(1e-6));
 }
 
-TEST_CASE("GELU launches eight kernels in eager mode") {
+TEST_CASE("GELU: eight kernels forward and twelve backward in eager mode, one each way fused, and faster fused") {
+  auto gelu_ops = [](models::Gpt2Config::Gelu g, bool dropout) {
+    models::Gpt2Config cfg = *models::find_gpt2_preset("small");
+    cfg.gelu = g;
+    cfg.dropout = dropout;
+    return models::build_gpt2_workload(cfg, 8);
+  };
+  auto find = [](const std::vector<models::OpSpec>& ops, const std::string& name) {
+    for (const auto& o : ops)
+      if (o.name == name) return o;
+    FAIL("no op " << name);
+    return models::OpSpec{};
+  };
+  const models::Workload eager = gelu_ops(models::Gpt2Config::Gelu::Eager, true);
+  const models::Workload fused = gelu_ops(models::Gpt2Config::Gelu::Fused, false);
+  CHECK(kernels_of(find(eager.forward, "h.0.mlp.gelu.fwd")) == 8);
+  CHECK(kernels_of(find(eager.backward, "h.0.mlp.gelu.bwd")) == 12);
+  CHECK(kernels_of(find(fused.forward, "h.0.mlp.gelu.fwd")) == 1);
+  CHECK(kernels_of(find(fused.backward, "h.0.mlp.gelu.bwd")) == 1);
+  CHECK(kernels_of(find(eager.forward, "h.0.attn.residual.fwd")) == 1);
+  const PrecisionMode fp32{AmpLevel::None, DType::FP32};
+  CHECK(op_cost(find(fused.forward, "h.0.mlp.gelu.fwd"), test_device(), fp32).time <
+        op_cost(find(eager.forward, "h.0.mlp.gelu.fwd"), test_device(), fp32).time);
+  // Without dropout the dropout ops are gone, nothing else.
+  auto count = [](const models::Workload& w, const std::string& part) {
+    int n = 0;
+    for (const auto& o : w.forward) n += o.name.find(part) != std::string::npos;
+    return n;
+  };
+  CHECK(count(eager, "dropout") == 1 + 3 * 4);
+  CHECK(count(fused, "dropout") == 0);
+  CHECK(eager.forward.size() - fused.forward.size() == 13);
+}
+
+TEST_CASE("a measured 16-bit GEMM table prices half GEMMs; fp32 GEMMs keep the fp32 curve") {
   models::OpSpec op;
-  op.cls = models::OpClass::Elementwise;
-  op.name = "h.0.mlp.gelu.fwd";
-  CHECK(kernels_of(op) == 8);
-  op.name = "h.0.attn.residual.fwd";
-  CHECK(kernels_of(op) == 1);
+  op.cls = models::OpClass::Matmul;
+  op.flops = 1e9;
+  DeviceProfile dev = test_device();
+  const PrecisionMode o2{AmpLevel::O2, DType::BF16}, fp32{AmpLevel::None, DType::FP32};
+  const double shared = op_cost(op, dev, o2).time.seconds();
+  const double fp32_time = op_cost(op, dev, fp32).time.seconds();
+  dev.matmul_half.table = {{1e6, 0.25}, {1e12, 0.25}};  // half the shared curve's 0.5
+  CHECK(op_cost(op, dev, o2).time.seconds() - 5e-6 == doctest::Approx(2 * (shared - 5e-6)));
+  CHECK(op_cost(op, dev, fp32).time.seconds() == doctest::Approx(fp32_time));
 }
 
 TEST_CASE("efficiency curves saturate") {

@@ -24,6 +24,8 @@ sim::DeviceProfile sample_profile() {
   p.step_overhead = Time::from_seconds(40e-6);
   p.overlap_slowdown = 0.15;
   p.background_loop_slowdown = 0.31;
+  p.optimizer_bytes_per_param = 27.5;
+  p.matmul_half.table = {{1e6, 0.1}, {1e9, 0.8}};
   p.optimizer_kernels_per_tensor = 7;
   p.host_memcpy = Bandwidth(9e9);
   p.host_sharing = {{1, 1.0}, {2, 1.1}, {4, 2.2}};
@@ -52,6 +54,10 @@ TEST_CASE("profile YAML round trip") {
   CHECK(q.step_overhead.seconds() == doctest::Approx(40e-6).epsilon(1e-3));
   CHECK(q.overlap_slowdown == doctest::Approx(0.15));
   CHECK(q.background_loop_slowdown == doctest::Approx(0.31));
+  CHECK(q.optimizer_bytes_per_param == doctest::Approx(27.5));
+  REQUIRE(q.matmul_half.table.size() == 2);
+  CHECK(q.matmul_half.at(1e9) == doctest::Approx(0.8));
+  CHECK(q.batched_matmul_half.table.empty());
   CHECK(q.optimizer_kernels_per_tensor == 7);
   CHECK(q.host_memcpy.value() == doctest::Approx(9e9));
   REQUIRE(q.host_sharing.size() == 3);
