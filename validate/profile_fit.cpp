@@ -375,6 +375,11 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
                          {"bytes_per_param", p.optimizer_bytes_per_param},
                          {"rms_log_error", cases.empty() ? 0.0 : std::sqrt(best_err / cases.size())}};
   }
+  // Diagnostic: a Conv1D forward+backward under bf16 autocast vs fp32, by shape
+  // (o1_s / fp32_s), to compare with the simulator's O1 pricing of the same GEMMs.
+  if (compute.contains("autocast_linear"))
+    for (const auto& r : compute.at("autocast_linear"))
+      diag["autocast_linear_ratio"].push_back({{"shape", r.at("shape")}, {"o1_over_fp32", num(r, "o1_s") / num(r, "fp32_s")}});
   if (compute.contains("memcpy") && !compute.at("memcpy").empty()) {
     const json& big = compute.at("memcpy").back();
     p.host_memcpy = Bandwidth(num(big, "bytes") / num(big, "seconds"));

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -38,6 +39,7 @@
 
 #include <fmt/format.h>
 
+#include "exec/amp.hpp"
 #include "exec/comm.hpp"
 #include "exec/worker.hpp"
 
@@ -220,6 +222,34 @@ void bench_compute(const Args& a, json& doc) {
     json row = {{"params", numel}, {"tensors", tensors}};
     row.update(time_local(a, [&] { adam.step(); }));
     opt.push_back(row);
+  }
+  // A GPT-2 Conv1D (addmm) forward + backward in fp32 and under bf16 autocast
+  // (O1 as the trainer runs it: one autocast region per forward, casts of the
+  // fp32 weight and input, bf16 GEMMs, gradients cast back to fp32), by shape.
+  json& o1 = doc["autocast_linear"] = json::array();
+  const std::vector<std::array<int64_t, 3>> shapes =
+      a.quick ? std::vector<std::array<int64_t, 3>>{{256, 64, 192}}
+              : std::vector<std::array<int64_t, 3>>{{256, 64, 192},  {256, 64, 256},   {512, 128, 384},
+                                                    {512, 128, 512}, {512, 512, 128},  {2048, 256, 1024},
+                                                    {2048, 768, 768}, {2048, 768, 3072}, {4096, 768, 2304}};
+  torch::AutoGradMode with_grad(true);
+  for (auto [m, k, n] : shapes) {
+    auto x = torch::randn({m, k}, torch::requires_grad());
+    auto w = torch::randn({k, n}, torch::requires_grad());
+    auto b = torch::zeros({n}, torch::requires_grad());
+    auto g = torch::randn({m, n});
+    auto pass = [&](bool autocast) {
+      torch::Tensor y;
+      {
+        dptwin::exec::AutocastScope ac(autocast, torch::kCPU, torch::kBFloat16);
+        y = torch::addmm(b, x, w);
+      }
+      y.backward(g.to(y.scalar_type()));
+    };
+    json row = {{"shape", {m, k, n}}, {"flops", 2.0 * m * k * n}};
+    row["fp32_s"] = time_local(a, [&] { pass(false); })["seconds"];
+    row["o1_s"] = time_local(a, [&] { pass(true); })["seconds"];
+    o1.push_back(row);
   }
   // The core-sharing probe of comm mode, alone (the reference of its factors).
   {
