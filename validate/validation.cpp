@@ -223,51 +223,65 @@ std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const Val
 std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o) {
   const std::string binary = o.predict_only ? "" : exec::find_worker_binary(o.exec_binary);
   if (!o.out_dir.empty()) fs::create_directories(fs::path(o.out_dir) / "runs");
-  std::vector<CaseOutcome> out;
-  int idx = 0, run_counter = 0;
-  for (const auto& c : m.cases) {
-    ++idx;
-    CaseOutcome co;
-    co.c = c;
-    predict(m, c, o.profile, co);
-    if (!o.predict_only && co.status == "ok") {
-      std::vector<double> medians;
-      json last;
-      for (int rep = 0; rep < m.repeats; ++rep) {
-        const std::string name = fmt::format("{:03d}-{}-{}-x{}-{}-mb{}-r{}", idx, c.model, c.strategy, c.ranks,
-                                             c.precision, c.micro_batch, rep);
-        const fs::path dir = o.out_dir.empty() ? fs::temp_directory_path() : fs::path(o.out_dir) / "runs";
-        const std::string result = (dir / (name + ".json")).string();
-        fs::remove(result);
-        // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
-        const int port = m.netns.port + (run_counter++ % 500);
-        exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port), o.case_timeout_s);
-        if (!g.ok || !fs::exists(result)) {
-          co.status = "failed";
-          co.message = g.timed_out ? "timed out" : g.failure;
-          break;
-        }
-        std::ifstream f(result);
-        last = json::parse(f);
-        CaseOutcome tmp;
-        read_exec_result(last, tmp);
-        medians.push_back(tmp.measured_step_s);
-        if (rep == 0) co = [&] { CaseOutcome x = co; read_exec_result(last, x); return x; }();
+  const size_t n = m.cases.size();
+  std::vector<CaseOutcome> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    out[i].c = m.cases[i];
+    predict(m, m.cases[i], o.profile, out[i]);
+  }
+  auto log_case = [&](size_t i, const std::string& round, const CaseOutcome& co) {
+    if (!o.log) return;
+    const std::string head = fmt::format("{}[{}/{}] {}", round, i + 1, n, co.c.label());
+    if (co.status != "ok") o.log(fmt::format("{}: {} {}", head, co.status, co.message));
+    else if (o.predict_only) o.log(fmt::format("{}: predicted {:.2f} ms", head, co.predicted_step_s * 1e3));
+    else
+      o.log(fmt::format("{}: measured {:.2f} ms, predicted {:.2f} ms ({:+.1f}%)", head, co.measured_step_s * 1e3,
+                        co.predicted_step_s * 1e3, error_pct(co.predicted_step_s, co.measured_step_s)));
+  };
+  if (o.predict_only) {
+    for (size_t i = 0; i < n; ++i) log_case(i, "", out[i]);
+    return out;
+  }
+  // Rounds are interleaved (round r runs every case once), so that a slow drift
+  // of the machine's speed hits every case alike; a case reports the run whose
+  // median step time is the median of its rounds (step time and breakdown together).
+  for (size_t i = 0; i < n; ++i)
+    if (out[i].status != "ok") log_case(i, "", out[i]);  // the simulator refused it: nothing to run
+  std::vector<std::vector<CaseOutcome>> runs(n);
+  int run_counter = 0;
+  for (int rep = 0; rep < m.repeats; ++rep) {
+    const std::string round = m.repeats > 1 ? fmt::format("round {}/{} ", rep + 1, m.repeats) : "";
+    for (size_t i = 0; i < n; ++i) {
+      CaseOutcome& co = out[i];
+      if (co.status != "ok") continue;
+      const ValidationCase& c = co.c;
+      const std::string name = fmt::format("{:03d}-{}-{}-x{}-{}-mb{}-r{}", i + 1, c.model, c.strategy, c.ranks,
+                                           c.precision, c.micro_batch, rep);
+      const fs::path dir = o.out_dir.empty() ? fs::temp_directory_path() : fs::path(o.out_dir) / "runs";
+      const std::string result = (dir / (name + ".json")).string();
+      fs::remove(result);
+      // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
+      const int port = m.netns.port + (run_counter++ % 500);
+      exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port), o.case_timeout_s);
+      if (!g.ok || !fs::exists(result)) {
+        co.status = "failed";
+        co.message = g.timed_out ? "timed out" : g.failure;
+        log_case(i, round, co);
+        continue;
       }
-      if (co.status == "ok" && !medians.empty()) {
-        std::sort(medians.begin(), medians.end());
-        co.measured_step_s = medians[medians.size() / 2];
-      }
+      std::ifstream f(result);
+      CaseOutcome run = co;
+      read_exec_result(json::parse(f), run);
+      log_case(i, round, run);
+      runs[i].push_back(std::move(run));
     }
-    if (o.log) {
-      if (co.status != "ok") o.log(fmt::format("[{}/{}] {}: {} {}", idx, m.cases.size(), c.label(), co.status, co.message));
-      else if (o.predict_only) o.log(fmt::format("[{}/{}] {}: predicted {:.2f} ms", idx, m.cases.size(), c.label(), co.predicted_step_s * 1e3));
-      else
-        o.log(fmt::format("[{}/{}] {}: measured {:.2f} ms, predicted {:.2f} ms ({:+.1f}%)", idx, m.cases.size(),
-                          c.label(), co.measured_step_s * 1e3, co.predicted_step_s * 1e3,
-                          error_pct(co.predicted_step_s, co.measured_step_s)));
-    }
-    out.push_back(std::move(co));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    if (out[i].status != "ok" || runs[i].empty()) continue;
+    auto& r = runs[i];
+    std::sort(r.begin(), r.end(),
+              [](const CaseOutcome& a, const CaseOutcome& b) { return a.measured_step_s < b.measured_step_s; });
+    out[i] = r[r.size() / 2];
   }
   return out;
 }

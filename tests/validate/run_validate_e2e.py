@@ -39,7 +39,7 @@ with tempfile.TemporaryDirectory() as tmp:
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
         matrix = os.path.join(tmp, "m.yaml")
         with open(matrix, "w") as f:
-            f.write("name: e2e\nsteps: 8\nwarmup_steps: 3\n"
+            f.write("name: e2e\nsteps: 8\nwarmup_steps: 3\nrepeats: 2\n"
                     "grids:\n  - {model: tiny, strategy: single, ranks: 1, micro_batch: 4}\n"
                     "  - {model: tiny, strategy: dps, ranks: 2, micro_batch: 4}\n")
         out = os.path.join(tmp, "val")
@@ -50,6 +50,12 @@ with tempfile.TemporaryDirectory() as tmp:
         if r.returncode == 0:
             v = json.load(open(os.path.join(out, "validation.json")))
             check(set(v["summary"]) >= {"mape_pct", "worst_pct", "kendall_tau", "ranking_correct"}, "summary fields")
+            runs = sorted(os.listdir(os.path.join(out, "runs")))
+            check(len(runs) == 4 and all(any(r.endswith("-r%d.json" % k) for r in runs) for k in (0, 1)),
+                  "two rounds of both cases in runs/: %s" % runs)
+            log = r.stdout + r.stderr
+            order = [log.find("round 1/2 [1/2]"), log.find("round 1/2 [2/2]"), log.find("round 2/2 [1/2]")]
+            check(-1 not in order and order == sorted(order), "rounds interleave: every case once per round")
             for c in v["cases"]:
                 check(c["measured_step_s"] and c["measured_step_s"] > 0, c["label"] + ": measured")
                 # Real timings on a shared 2-core machine swing 40-60%; this guards against gross
