@@ -357,16 +357,15 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     // Bytes per parameter: the value whose per-tensor passes (the simulator's
     // own pricing on the memory curve fitted above) best match every AdamW case,
     // in squared log error; a log grid from 4 to 2,000 bytes.
-    std::vector<std::pair<double, double>> cases;  // (params per tensor x tensors, seconds)
-    for (const auto& r : compute.at("optimizer")) cases.push_back({num(r, "params"), num(r, "seconds")});
-    const auto tensors_of = [&](size_t i) { return num(compute.at("optimizer")[i], "tensors"); };
+    const json& cases = compute.at("optimizer");
     double best = p.optimizer_bytes_per_param, best_err = std::numeric_limits<double>::infinity();
     for (double b = 4; b <= 2000; b *= 1.02) {
       double err = 0;
-      for (size_t i = 0; i < cases.size(); ++i) {
-        const double t = tensors_of(i);
-        const double pred = t * sim::tensor_pass_time(b * cases[i].first / t, p.optimizer_kernels_per_tensor, p).seconds();
-        err += std::pow(std::log(pred / cases[i].second), 2);
+      for (const auto& r : cases) {
+        const double tensors = num(r, "tensors");
+        const double per_tensor = b * num(r, "params") / tensors;
+        const double pred = tensors * sim::tensor_pass_time(per_tensor, p.optimizer_kernels_per_tensor, p).seconds();
+        err += std::pow(std::log(pred / num(r, "seconds")), 2);
       }
       if (err < best_err) best_err = err, best = b;
     }
