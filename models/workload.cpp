@@ -32,8 +32,8 @@ constexpr double kFlopsPerLayerNormFwd = 7;   // mean, variance, normalise, affi
 constexpr double kFlopsPerLayerNormBwd = 14;  // dx, dgamma, dbeta
 constexpr double kFlopsPerSoftmaxFwd = 5;     // max, sub, exp, sum, div
 constexpr double kFlopsPerSoftmaxBwd = 4;     // y·(g - sum(y·g))
-constexpr double kFlopsPerGeluFwd = 8;        // tanh approximation (gelu_new)
-constexpr double kFlopsPerGeluBwd = 13;
+constexpr double kFlopsPerGeluFwd = kGeluFlopsPerElementForward;  // tanh approximation (gelu_new)
+constexpr double kFlopsPerGeluBwd = kGeluFlopsPerElementBackward;
 constexpr double kFlopsPerDropoutFwd = 2;     // random draw + compare/scale
 constexpr double kFlopsPerDropoutBwd = 1;     // g·mask·scale
 constexpr double kFlopsPerLogSoftmaxFwd = 5;  // max, sub, exp, sum, log
@@ -113,13 +113,14 @@ class Builder {
   }
 
   // Conv1D forward: y[N,out] = x[N,in]·W[in,out] + b.
+  // Conv1D flattens its input and views the result back: two framework calls each way.
   void linear_fwd(const std::string& prefix, int layer, int64_t in, int64_t out) {
-    gemm(w_.forward, Pass::Forward, prefix + ".fwd", layer, 1, tokens(), out, in, static_cast<double>(out));
+    gemm(w_.forward, Pass::Forward, prefix + ".fwd", layer, 1, tokens(), out, in, static_cast<double>(out)).views = 2;
   }
   // Conv1D backward: bias reduction, dX = dY·Wᵀ, dW = Xᵀ·dY (grads ready here).
   void linear_bwd(const std::string& prefix, int layer, int64_t in, int64_t out) {
     bwd(prefix + ".bwd_bias", OpClass::Elementwise, layer, N_ * out, N_ * out, static_cast<double>(out));
-    gemm(w_.backward, Pass::Backward, prefix + ".bwd_input", layer, 1, tokens(), in, out);
+    gemm(w_.backward, Pass::Backward, prefix + ".bwd_input", layer, 1, tokens(), in, out).views = 2;
     OpSpec& op = gemm(w_.backward, Pass::Backward, prefix + ".bwd_weight", layer, 1, in, out, tokens());
     op.grads_ready = {idx(prefix + ".weight"), idx(prefix + ".bias")};
   }
@@ -157,7 +158,8 @@ class Builder {
     for (int i = 0; i < w_.config.n_layer; ++i) block_fwd(i);
     layer_norm_fwd("ln_f", -1, C_);
     // lm_head: logits[N,V] = x[N,C]·Wᵀ[C,V], no bias.
-    gemm(w_.forward, Pass::Forward, "lm_head.fwd", -1, 1, tokens(), V_, C_);
+    // (Wᵀ, and matmul folding the batch: reshape + unsafe view.)
+    gemm(w_.forward, Pass::Forward, "lm_head.fwd", -1, 1, tokens(), V_, C_).views = 3;
     // HuggingFace shifts logits and labels by one token (a contiguous copy),
     // then cross-entropy = log_softmax + NLL over the vocabulary.
     const double NV_shift = static_cast<double>(B_) * (T_ - 1) * V_;
@@ -171,15 +173,18 @@ class Builder {
     const double NC = N_ * C_;
     layer_norm_fwd(h + "ln_1", i, C_);
     linear_fwd(h + "attn.c_attn", i, C_, 3 * static_cast<int64_t>(C_));
-    // Split heads is a view. S = Q·Kᵀ per (sample, head).
-    gemm(w_.forward, Pass::Forward, h + "attn.scores.fwd", i, static_cast<int64_t>(B_) * H_, T_, T_, D_);
+    // Split heads is views (split, 3 views, 4 transposes). S = Q·Kᵀ per (sample,
+    // head); matmul on 4-D operands expands, folds and unfolds them (5 calls).
+    gemm(w_.forward, Pass::Forward, h + "attn.scores.fwd", i, static_cast<int64_t>(B_) * H_, T_, T_, D_).views = 13;
     fwd(h + "attn.scale.fwd", OpClass::Elementwise, i, scores_, scores_, scores_);
     // torch.where(causal_mask, S, -1e4): reads S and the T×T uint8 mask.
-    fwd(h + "attn.mask.fwd", OpClass::Elementwise, i, scores_, scores_ + kMaskElement * T_ * T_, scores_);
+    // (Slicing the causal buffer to T×T and inverting it: no autograd node.)
+    fwd(h + "attn.mask.fwd", OpClass::Elementwise, i, scores_, scores_ + kMaskElement * T_ * T_, scores_).views = 5;
     fwd(h + "attn.softmax.fwd", OpClass::Softmax, i, kFlopsPerSoftmaxFwd * scores_, scores_, scores_);
     dropout_fwd(h + "attn.attn_dropout", i, scores_);
     // O = P·V per (sample, head).
-    gemm(w_.forward, Pass::Forward, h + "attn.av.fwd", i, static_cast<int64_t>(B_) * H_, T_, D_, T_);
+    // (matmul's 5 calls, then transpose and view when merging heads.)
+    gemm(w_.forward, Pass::Forward, h + "attn.av.fwd", i, static_cast<int64_t>(B_) * H_, T_, D_, T_).views = 7;
     // Merge heads: permute + contiguous copy.
     fwd(h + "attn.merge_heads.fwd", OpClass::Elementwise, i, 0, NC, NC);
     linear_fwd(h + "attn.c_proj", i, C_, C_);
@@ -188,9 +193,12 @@ class Builder {
     layer_norm_fwd(h + "ln_2", i, C_);
     linear_fwd(h + "mlp.c_fc", i, C_, 4 * static_cast<int64_t>(C_));
     // HF gelu_new in eager mode, 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3))), is
-    // 8 pointwise kernels forward and about 12 in its autograd backward.
+    // 8 pointwise kernels forward and about 12 in its autograd backward; fused
+    // (torch.gelu(approximate='tanh')) it is one activation kernel each way.
     const bool eager = w_.config.gelu == Gpt2Config::Gelu::Eager;
-    fwd(h + "mlp.gelu.fwd", OpClass::Elementwise, i, kFlopsPerGeluFwd * 4 * NC, 4 * NC, 4 * NC).kernels = eager ? 8 : 1;
+    fwd(h + "mlp.gelu.fwd", eager ? OpClass::Elementwise : OpClass::Activation, i, kFlopsPerGeluFwd * 4 * NC, 4 * NC,
+        4 * NC)
+        .kernels = eager ? 8 : 1;
     linear_fwd(h + "mlp.c_proj", i, 4 * static_cast<int64_t>(C_), C_);
     dropout_fwd(h + "mlp.dropout", i, NC);
     fwd(h + "mlp.residual.fwd", OpClass::Elementwise, i, NC, 2 * NC, NC);
@@ -205,7 +213,7 @@ class Builder {
     // Slice backward: zero-filled N×V gradient, shifted part copied in.
     bwd("loss.shift_logits.bwd", OpClass::Elementwise, -1, 0, NV_shift, NV);
     // lm_head (MmBackward): dX = dlogits·W, then dW = dlogitsᵀ·X.
-    gemm(w_.backward, Pass::Backward, "lm_head.bwd_input", -1, 1, tokens(), C_, V_);
+    gemm(w_.backward, Pass::Backward, "lm_head.bwd_input", -1, 1, tokens(), C_, V_).views = 3;
     OpSpec& lm_w = gemm(w_.backward, Pass::Backward, "lm_head.bwd_weight", -1, 1, V_, C_, tokens());
     // Tied: wte's gradient also needs the embedding backward (ready at the very end).
     if (!w_.config.tied_embeddings) lm_w.grads_ready = {idx("lm_head.weight")};
@@ -229,8 +237,10 @@ class Builder {
     // MLP branch.
     dropout_bwd(h + "mlp.dropout", i, NC);
     linear_bwd(h + "mlp.c_proj", i, 4 * static_cast<int64_t>(C_), C_);
-    bwd(h + "mlp.gelu.bwd", OpClass::Elementwise, i, kFlopsPerGeluBwd * 4 * NC, 8 * NC, 4 * NC).kernels =
-        w_.config.gelu == Gpt2Config::Gelu::Eager ? 12 : 1;
+    const bool eager_gelu = w_.config.gelu == Gpt2Config::Gelu::Eager;
+    bwd(h + "mlp.gelu.bwd", eager_gelu ? OpClass::Elementwise : OpClass::Activation, i, kFlopsPerGeluBwd * 4 * NC,
+        8 * NC, 4 * NC)
+        .kernels = eager_gelu ? 12 : 1;
     linear_bwd(h + "mlp.c_fc", i, C_, 4 * static_cast<int64_t>(C_));
     layer_norm_bwd(h + "ln_2", i, C_);
     // The residual stream's gradient = skip path + MLP branch (accumulated).
@@ -240,14 +250,14 @@ class Builder {
     linear_bwd(h + "attn.c_proj", i, C_, C_);
     bwd(h + "attn.merge_heads.bwd", OpClass::Elementwise, i, 0, NC, NC);
     // O = P·V: dP = dO·Vᵀ, dV = Pᵀ·dO.
-    gemm(w_.backward, Pass::Backward, h + "attn.av.bwd_probs", i, BH, T_, T_, D_);
+    gemm(w_.backward, Pass::Backward, h + "attn.av.bwd_probs", i, BH, T_, T_, D_).views = 7;
     gemm(w_.backward, Pass::Backward, h + "attn.av.bwd_value", i, BH, T_, D_, T_);
     dropout_bwd(h + "attn.attn_dropout", i, scores_);
     bwd(h + "attn.softmax.bwd", OpClass::Softmax, i, kFlopsPerSoftmaxBwd * scores_, 2 * scores_, scores_);
     bwd(h + "attn.mask.bwd", OpClass::Elementwise, i, scores_, scores_ + kMaskElement * T_ * T_, scores_);
     bwd(h + "attn.scale.bwd", OpClass::Elementwise, i, scores_, scores_, scores_);
     // S = Q·Kᵀ: dQ = dS·K, dK = dSᵀ·Q.
-    gemm(w_.backward, Pass::Backward, h + "attn.scores.bwd_query", i, BH, T_, D_, T_);
+    gemm(w_.backward, Pass::Backward, h + "attn.scores.bwd_query", i, BH, T_, D_, T_).views = 13;
     gemm(w_.backward, Pass::Backward, h + "attn.scores.bwd_key", i, BH, T_, D_, T_);
     // dQ, dK, dV gathered back into the N×3C gradient of c_attn's output.
     bwd(h + "attn.split_heads.bwd", OpClass::Elementwise, i, 0, 3 * NC, 3 * NC);
@@ -297,6 +307,7 @@ std::string to_string(OpClass c) {
     case OpClass::Softmax: return "softmax";
     case OpClass::LayerNorm: return "layer_norm";
     case OpClass::Elementwise: return "elementwise";
+    case OpClass::Activation: return "activation";
     case OpClass::Embedding: return "embedding";
     case OpClass::CrossEntropy: return "cross_entropy";
   }

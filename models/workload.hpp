@@ -24,12 +24,18 @@ enum class OpClass {
   BatchedMatmul, // attention QK^T and AV: uses batch, m, n, k
   Softmax,       // attention softmax (memory bound)
   LayerNorm,     // memory bound
-  Elementwise,   // GELU, residual add, dropout, bias add (memory bound)
+  Elementwise,   // residual add, dropout, bias add, eager GELU chains (memory bound)
+  Activation,    // one fused transcendental kernel (tanh-GELU): per-element compute, not bytes, decides it on CPUs
   Embedding,     // gather / scatter-add of embedding rows
   CrossEntropy,  // softmax + NLL over the vocabulary
 };
 
 enum class Pass { Forward, Backward };
+
+// FLOPs per element of the fused tanh-GELU (forward, backward). Calibration
+// fits the activation curves with the same constants the workload uses.
+inline constexpr double kGeluFlopsPerElementForward = 8;
+inline constexpr double kGeluFlopsPerElementBackward = 13;
 
 struct OpSpec {
   std::string name;       // e.g. "h.3.attn.c_attn.fwd"
@@ -43,6 +49,11 @@ struct OpSpec {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool runs_in_half_under_o1 = false;  // whitelisted for half under O1 (matmuls)
   int kernels = 0;  // eager-mode kernels it launches; 0 = the usual count for its class
+  // Framework calls around the op that launch no kernel (view, reshape,
+  // transpose, split, slice, expand): each is dispatched in its pass (forward
+  // ops) or runs as an autograd node (backward ops). They decide the step time
+  // of small models on CPUs, where an eager dispatch costs several microseconds.
+  int views = 0;
   // Backward only: indices into Workload::tensors whose gradients are complete after this op.
   std::vector<int> grads_ready;
 };

@@ -66,7 +66,15 @@ void compute_op_times(StepContext& ctx, double launch_factor) {
   ctx.forward_times.clear();
   ctx.backward_times.clear();
   for (const auto& op : ctx.work->forward) ctx.forward_times.push_back(op_cost(op, prof, ctx.prec).time);
-  for (const auto& op : ctx.work->backward) ctx.backward_times.push_back(op_cost(op, prof, ctx.prec).time);
+  // Autograd accumulates each finished parameter gradient into its (zeroed)
+  // .grad: one kernel per tensor reading both and writing the sum.
+  const double grad_size = dtype_size(ctx.prec.grad_dtype());
+  for (const auto& op : ctx.work->backward) {
+    Time t = op_cost(op, prof, ctx.prec).time;
+    for (int ti : op.grads_ready)
+      t += tensor_pass_time(3.0 * static_cast<double>(ctx.work->tensors[ti].numel) * grad_size, 1, prof);
+    ctx.backward_times.push_back(t);
+  }
 }
 
 Time sum_forward(const StepContext& ctx) {

@@ -2,7 +2,8 @@
 //
 // Roofline per op: time = max(FLOPs / (peak(dtype) x eff_class(FLOPs)),
 //                              bytes / (memory bandwidth x eff_mem(bytes)))
-//                         + kernels x launch overhead,
+//                         + (kernels + framework view calls) x launch overhead,
+// with fused activations (tanh-GELU) and O1 linears on their own measured tables.
 // where the dtype is the op's arithmetic type under the precision mode and
 // bytes = elements x element size. Pure functions of plain structs.
 #pragma once

@@ -72,7 +72,8 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 }
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
-  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "launch_overhead", "step_overhead", "overlap_slowdown",
+  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1", "activation",
+                   "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
                    "background_loop_slowdown", "optimizer_bytes_per_param",
                    "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
@@ -108,7 +109,11 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     if (!n->has("table")) n->fail("memory_half is a measured table: {table: [[bytes, efficiency], ...]}");
     apply_curve(*n, p.memory_half);
   }
-  for (auto [key, curve] : {std::pair{"matmul_half", &p.matmul_half}, std::pair{"batched_matmul_half", &p.batched_matmul_half}})
+  for (auto [key, curve] : {std::pair{"matmul_half", &p.matmul_half}, std::pair{"batched_matmul_half", &p.batched_matmul_half},
+                            std::pair{"matmul_o1", &p.matmul_o1},
+                            std::pair{"activation", &p.activation}, std::pair{"activation_backward", &p.activation_backward},
+                            std::pair{"activation_half", &p.activation_half},
+                            std::pair{"activation_half_backward", &p.activation_half_backward}})
     if (auto n = node.find(key)) {
       if (!n->has("table")) n->fail(fmt::format("{} is a measured table: {{table: [[flops, efficiency], ...]}}", key));
       apply_curve(*n, *curve);
@@ -169,7 +174,9 @@ DeviceProfile DeviceProfile::shared_by(int ranks) const {
   p.matmul.slow_down(f);
   p.batched_matmul.slow_down(f);
   p.memory.slow_down(f);
-  p.memory_half.slow_down(f);
+  for (EfficiencyCurve* c : {&p.memory_half, &p.matmul_half, &p.batched_matmul_half, &p.matmul_o1, &p.activation, &p.activation_backward,
+                             &p.activation_half, &p.activation_half_backward})
+    c->slow_down(f);
   p.launch_overhead = launch_overhead.scaled(f);
   p.step_overhead = step_overhead.scaled(f);
   p.host_memcpy = Bandwidth(host_memcpy.value() / f);

@@ -54,6 +54,21 @@ struct DeviceProfile {
   // at 32x64x192, 6x at 2048x768x768 here), which one shared curve cannot express.
   EfficiencyCurve matmul_half{0.0, 0};
   EfficiencyCurve batched_matmul_half{0.0, 0};
+  // Linears under O1 autocast, when measured (a table against the half peak by
+  // per-GEMM FLOPs): one Linear's forward and backward under autocast (three
+  // half GEMMs, the casts of the fp32 weight and input, gradients cast back)
+  // divided by its three GEMMs. Replaces `matmul_half` for O1 linears: the casts
+  // around small GEMMs cost as much as the GEMMs (1.5 ms vs 0.9 ms at 512x128x512 here).
+  EfficiencyCurve matmul_o1{0.0, 0};
+  // Fused activation kernels (tanh-GELU), when measured: tables of efficiency
+  // against the fp32 peak by the op's FLOPs, forward and backward, for fp32 and
+  // 16-bit data. A CPU evaluates tanh per element, so the kernel is compute
+  // bound (5 ns per element here, 20x a copy) and bf16 runs 2-3x slower than
+  // fp32, not faster. Without a table the op is priced as a memory-bound one.
+  EfficiencyCurve activation{0.0, 0};
+  EfficiencyCurve activation_backward{0.0, 0};
+  EfficiencyCurve activation_half{0.0, 0};
+  EfficiencyCurve activation_half_backward{0.0, 0};
   Time launch_overhead;                       // per kernel (dispatch + launch); from the spec by default
   Time step_overhead = Time::us(500);         // fixed host cost per optimizer step (Python loop, data loader hand-off)
   double overlap_slowdown = 0.10;             // compute slowdown while communication runs on the same device

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <tuple>
 
 #include "core/error.hpp"
 #include "sim/compute_model.hpp"
@@ -346,6 +347,23 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     record("memory_half", mh);
   }
 
+  // Fused activation (tanh-GELU) forward and backward, fp32 and bf16: its own
+  // efficiency tables against the fp32 peak by FLOPs (compute bound on CPUs).
+  for (auto [pass, dtype, curve, name] :
+       {std::tuple{"forward", "fp32", &p.activation, "activation"},
+        std::tuple{"backward", "fp32", &p.activation_backward, "activation_backward"},
+        std::tuple{"forward", "bf16", &p.activation_half, "activation_half"},
+        std::tuple{"backward", "bf16", &p.activation_half_backward, "activation_half_backward"}}) {
+    std::vector<WorkSample> xs;
+    for (const auto& r : compute.at("compute"))
+      if (r.value("op", "") == "activation" && r.value("pass", "") == pass && r.value("dtype", "") == dtype)
+        xs.push_back({num(r, "flops"), num(r, "seconds")});
+    if (xs.size() < 2) continue;  // older documents: the op stays memory-priced
+    CurveFit f = fit_efficiency_table(xs, launch_plain, p.spec.fp32_peak.value(), false);
+    *curve = f.curve;
+    record(name, f);
+  }
+
   // AdamW: kernels per tensor from the dispatch-bound cases (small tensors).
   if (compute.contains("optimizer")) {
     std::vector<double> ks;
@@ -374,11 +392,22 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
                          {"bytes_per_param", p.optimizer_bytes_per_param},
                          {"rms_log_error", cases.empty() ? 0.0 : std::sqrt(best_err / cases.size())}};
   }
-  // Diagnostic: a Conv1D forward+backward under bf16 autocast vs fp32, by shape
-  // (o1_s / fp32_s), to compare with the simulator's O1 pricing of the same GEMMs.
-  if (compute.contains("autocast_linear"))
-    for (const auto& r : compute.at("autocast_linear"))
+  // O1 linears: a Conv1D forward + backward under bf16 autocast is three bf16
+  // GEMMs plus the casts around them (fp32 weight and input to bf16, gradients
+  // back to fp32); its time per GEMM gives the `matmul_o1` table against the
+  // bf16 peak by per-GEMM FLOPs. The ratio to fp32 stays as a diagnostic.
+  if (compute.contains("autocast_linear")) {
+    std::vector<WorkSample> xs;
+    for (const auto& r : compute.at("autocast_linear")) {
       diag["autocast_linear_ratio"].push_back({{"shape", r.at("shape")}, {"o1_over_fp32", num(r, "o1_s") / num(r, "fp32_s")}});
+      xs.push_back({num(r, "flops"), num(r, "o1_s") / 3});
+    }
+    if (xs.size() >= 2) {
+      CurveFit f = fit_efficiency_table(xs, launch_plain, p.spec.bf16_peak.value(), false);
+      p.matmul_o1 = f.curve;
+      record("matmul_o1", f);
+    }
+  }
   if (compute.contains("memcpy") && !compute.at("memcpy").empty()) {
     const json& big = compute.at("memcpy").back();
     p.host_memcpy = Bandwidth(num(big, "bytes") / num(big, "seconds"));
@@ -500,6 +529,11 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   if (!p.memory_half.table.empty()) curve("memory_half", p.memory_half);
   if (!p.matmul_half.table.empty()) curve("matmul_half", p.matmul_half);
   if (!p.batched_matmul_half.table.empty()) curve("batched_matmul_half", p.batched_matmul_half);
+  if (!p.matmul_o1.table.empty()) curve("matmul_o1", p.matmul_o1);
+  for (auto [k, c] : {std::pair{"activation", &p.activation}, std::pair{"activation_backward", &p.activation_backward},
+                      std::pair{"activation_half", &p.activation_half},
+                      std::pair{"activation_half_backward", &p.activation_half_backward}})
+    if (!c->table.empty()) curve(k, *c);
   y += fmt::format("  launch_overhead: {}\n", fmt_time(p.launch_overhead));
   y += fmt::format("  step_overhead: {}\n", fmt_time(p.step_overhead));
   y += fmt::format("  overlap_slowdown: {:.4g}\n", p.overlap_slowdown);

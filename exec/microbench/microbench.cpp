@@ -39,6 +39,8 @@
 
 #include <fmt/format.h>
 
+#include "models/workload.hpp"
+
 #include "exec/amp.hpp"
 #include "exec/comm.hpp"
 #include "exec/worker.hpp"
@@ -112,6 +114,11 @@ void bench_compute(const Args& a, json& doc) {
       ring[slot] = fn(slot);
     });
   };
+  // Times fn(slot) writing into slot's preallocated output (an out= variant).
+  auto pooled_out = [&](int k, const std::function<void(int)>& fn) {
+    int i = 0;
+    return time_local(a, [&] { fn(i++ % k); });
+  };
   // Dense matmul: (m x k) @ (k x n), plus the transposed-operand forms of backward.
   std::vector<std::array<int64_t, 3>> mm;
   const std::vector<int64_t> ms = a.quick ? std::vector<int64_t>{64, 512} : std::vector<int64_t>{32, 128, 512, 2048, 8192};
@@ -179,8 +186,15 @@ void bench_compute(const Args& a, json& doc) {
           pooled(np, [&](int i) { return X[i] + Y[i]; }));
       add({{"op", "elementwise"}, {"form", "mul_scalar"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
           pooled(np, [&](int i) { return X[i] * 0.5; }));
-      add({{"op", "elementwise"}, {"form", "gelu_tanh"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
-          pooled(np, [&](int i) { return torch::gelu(X[i], "tanh"); }));
+      // The fused tanh-GELU forward and backward (compute bound: priced by FLOPs, not bytes).
+      std::vector<torch::Tensor> Out(np);
+      for (auto& o : Out) o = torch::empty({n / c, c}).to(dtype_of(dt));
+      add({{"op", "activation"}, {"form", "gelu_tanh"}, {"pass", "forward"}, {"dtype", dt}, {"elements", n},
+           {"flops", dptwin::models::kGeluFlopsPerElementForward * n}},
+          pooled_out(np, [&](int i) { at::gelu_out(Out[i], X[i], "tanh"); }));
+      add({{"op", "activation"}, {"form", "gelu_tanh"}, {"pass", "backward"}, {"dtype", dt}, {"elements", n},
+           {"flops", dptwin::models::kGeluFlopsPerElementBackward * n}},
+          pooled_out(np, [&](int i) { at::gelu_backward_out(Out[i], Y[i], X[i], "tanh"); }));
       add({{"op", "layernorm"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
           pooled(np, [&](int i) { return torch::layer_norm(X[i], {c}); }));
       add({{"op", "softmax"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
@@ -228,8 +242,9 @@ void bench_compute(const Args& a, json& doc) {
   // fp32 weight and input, bf16 GEMMs, gradients cast back to fp32), by shape.
   json& o1 = doc["autocast_linear"] = json::array();
   const std::vector<std::array<int64_t, 3>> shapes =
-      a.quick ? std::vector<std::array<int64_t, 3>>{{256, 64, 192}}
-              : std::vector<std::array<int64_t, 3>>{{256, 64, 192},  {256, 64, 256},   {512, 128, 384},
+      a.quick ? std::vector<std::array<int64_t, 3>>{{256, 64, 64}, {256, 64, 192}}
+              : std::vector<std::array<int64_t, 3>>{{256, 64, 64},   {256, 64, 192},   {256, 64, 256},
+                                                    {256, 256, 64},  {512, 128, 128},  {512, 128, 384},
                                                     {512, 128, 512}, {512, 512, 128},  {2048, 256, 1024},
                                                     {2048, 768, 768}, {2048, 768, 3072}, {4096, 768, 2304}};
   torch::AutoGradMode with_grad(true);

@@ -111,3 +111,89 @@ TEST_CASE("efficiency curves saturate") {
   CHECK(c.at(1e12) == doctest::Approx(0.8).epsilon(0.01));
   CHECK(EfficiencyCurve{0.7, 0}.at(5) == doctest::Approx(0.7));
 }
+
+TEST_CASE("a fused GELU is an activation op priced by its measured per-pass, per-dtype table") {
+  models::Gpt2Config cfg = *models::find_gpt2_preset("paper");
+  cfg.gelu = models::Gpt2Config::Gelu::Fused;
+  const models::Workload w = models::build_gpt2_workload(cfg, 2);
+  auto find = [](const std::vector<models::OpSpec>& ops, const std::string& name) {
+    for (const auto& op : ops)
+      if (op.name == name) return op;
+    FAIL("no op " << name);
+    return models::OpSpec{};
+  };
+  const models::OpSpec fwd = find(w.forward, "h.0.mlp.gelu.fwd"), bwd = find(w.backward, "h.0.mlp.gelu.bwd");
+  CHECK(fwd.cls == models::OpClass::Activation);
+  CHECK(bwd.cls == models::OpClass::Activation);
+  const double elems = fwd.elements_written;
+  CHECK(fwd.flops == doctest::Approx(models::kGeluFlopsPerElementForward * elems));
+  CHECK(bwd.flops == doctest::Approx(models::kGeluFlopsPerElementBackward * elems));
+  DeviceProfile dev = test_device();
+  const PrecisionMode fp32{AmpLevel::None, DType::FP32}, o1{AmpLevel::O1, DType::BF16};
+  // Not measured: priced like any memory-bound op (bytes / bandwidth), bf16 moving half the bytes.
+  const double mem_fp32 = op_cost(fwd, dev, fp32).time.seconds();
+  CHECK(mem_fp32 == doctest::Approx((fwd.elements_read + fwd.elements_written) * 4 / 500e9 + 5e-6));
+  CHECK(op_cost(fwd, dev, o1).time.seconds() < mem_fp32);
+  // Measured: FLOPs / (fp32 peak x table efficiency); here bf16 runs 2.5x slower than fp32.
+  dev.activation.table = {{1e3, 0.02}, {1e12, 0.02}};
+  dev.activation_backward.table = {{1e3, 0.03}, {1e12, 0.03}};
+  dev.activation_half.table = {{1e3, 0.008}, {1e12, 0.008}};
+  dev.activation_half_backward.table = {{1e3, 0.01}, {1e12, 0.01}};
+  CHECK(op_cost(fwd, dev, fp32).time.seconds() == doctest::Approx(fwd.flops / (10e12 * 0.02) + 5e-6));
+  CHECK(op_cost(bwd, dev, fp32).time.seconds() == doctest::Approx(bwd.flops / (10e12 * 0.03) + 5e-6));
+  CHECK(op_cost(fwd, dev, o1).time.seconds() == doctest::Approx(fwd.flops / (10e12 * 0.008) + 5e-6));
+  CHECK(op_cost(bwd, dev, o1).time.seconds() == doctest::Approx(bwd.flops / (10e12 * 0.01) + 5e-6));
+  CHECK_FALSE(op_cost(fwd, dev, o1).memory_bound);
+  // An eager GELU chain stays a memory-bound elementwise op.
+  cfg.gelu = models::Gpt2Config::Gelu::Eager;
+  const models::Workload eager = models::build_gpt2_workload(cfg, 2);
+  CHECK(find(eager.forward, "h.0.mlp.gelu.fwd").cls == models::OpClass::Elementwise);
+}
+
+TEST_CASE("O1 linears use the measured autocast-linear table; O2 keeps the half GEMM table") {
+  models::OpSpec op;
+  op.cls = models::OpClass::Matmul;
+  op.pass = models::Pass::Forward;
+  op.m = 512, op.k = 128, op.n = 512;
+  op.flops = 2.0 * 512 * 128 * 512;
+  op.elements_read = 512.0 * 128 + 128.0 * 512;
+  op.elements_written = 512.0 * 512;
+  DeviceProfile dev = test_device();
+  dev.matmul_half.table = {{1e3, 0.6}, {1e12, 0.6}};
+  const PrecisionMode o1{AmpLevel::O1, DType::BF16}, o2{AmpLevel::O2, DType::BF16};
+  // Without the O1 table: the half GEMM plus a cast of the weight (an extra kernel).
+  const double cast_priced = op_cost(op, dev, o1).time.seconds();
+  CHECK(cast_priced > op.flops / (100e12 * 0.6) + 5e-6);
+  dev.matmul_o1.table = {{1e3, 0.2}, {1e12, 0.2}};
+  CHECK(op_cost(op, dev, o1).time.seconds() == doctest::Approx(op.flops / (100e12 * 0.2) + 5e-6));
+  CHECK(op_cost(op, dev, o2).time.seconds() == doctest::Approx(op.flops / (100e12 * 0.6) + 5e-6));
+  op.pass = models::Pass::Backward;
+  CHECK(op_cost(op, dev, o1).time.seconds() == doctest::Approx(op.flops / (100e12 * 0.2) + 5e-6));
+}
+
+TEST_CASE("framework view calls are dispatched like kernels: each adds one launch overhead") {
+  models::Gpt2Config cfg = *models::find_gpt2_preset("paper");
+  const models::Workload w = models::build_gpt2_workload(cfg, 1);
+  auto find = [](const std::vector<models::OpSpec>& ops, const std::string& name) {
+    for (const auto& op : ops)
+      if (op.name == name) return op;
+    FAIL("no op " << name);
+    return models::OpSpec{};
+  };
+  // Conv1D: reshape + view around the addmm; attention scores: split heads and matmul's folding.
+  CHECK(find(w.forward, "h.0.attn.c_attn.fwd").views == 2);
+  CHECK(find(w.backward, "h.0.attn.c_attn.bwd_input").views == 2);
+  CHECK(find(w.forward, "h.0.attn.scores.fwd").views == 13);
+  CHECK(find(w.backward, "h.0.attn.scores.bwd_query").views == 13);
+  CHECK(find(w.forward, "h.0.mlp.gelu.fwd").views == 0);
+  models::OpSpec op = find(w.forward, "h.0.attn.c_attn.fwd");
+  DeviceProfile cpu = test_device();
+  cpu.spec.kind = topology::DeviceKind::Cpu;
+  const DeviceProfile gpu = test_device();
+  const PrecisionMode fp32;
+  const Time cpu_views = op_cost(op, cpu, fp32).launch, gpu_views = op_cost(op, gpu, fp32).launch;
+  op.views = 0;
+  CHECK(cpu_views.seconds() == doctest::Approx(op_cost(op, cpu, fp32).launch.seconds() + 2 * 5e-6));
+  // On a GPU the host dispatches views while kernels run: no cost.
+  CHECK(gpu_views.seconds() == doctest::Approx(op_cost(op, gpu, fp32).launch.seconds()));
+}

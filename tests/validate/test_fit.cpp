@@ -2,7 +2,12 @@
 #include <doctest.h>
 
 #include <cmath>
+#include <string>
+#include <tuple>
 
+#include <nlohmann/json.hpp>
+
+#include "models/workload.hpp"
 #include "topology/cluster.hpp"
 #include "validate/profile_fit.hpp"
 
@@ -104,4 +109,42 @@ TEST_CASE("efficiency table: a rate that rises then falls (cache) is recovered")
   // Halfway in log(work) between 1e7 and 1e9: halfway between 0.95 and 0.475.
   CHECK(f.curve.at(1e8) == doctest::Approx(0.7125));
   CHECK(f.rms_rel_error < 1e-9);
+}
+
+TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmark rows") {
+  using nlohmann::json;
+  json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}, {"threads", 1},
+              {"dispatch", {{"plain_s", 1e-6}, {"backward_chain_s", 2e-6}, {"backward_fixed_s", 1e-5}}}};
+  json rows = json::array();
+  // fp32 GEMMs at 50 GFLOP/s (the best bin sets the peak), memory ops at 10 GB/s.
+  for (double f : {1e6, 1e7, 1e8, 1e9}) rows.push_back({{"op", "matmul"}, {"dtype", "fp32"}, {"flops", f}, {"seconds", f / 50e9 + 1e-6}});
+  for (double f : {1e6, 1e7, 1e8, 1e9}) rows.push_back({{"op", "matmul"}, {"dtype", "bf16"}, {"flops", f}, {"seconds", f / 150e9 + 1e-6}});
+  for (double b : {1e4, 1e5, 1e6, 1e7}) rows.push_back({{"op", "elementwise"}, {"dtype", "fp32"}, {"bytes", b}, {"seconds", b / 10e9 + 1e-6}});
+  // GELU: 5 ns per element forward and 6 backward in fp32, 12 and 18 in bf16.
+  for (double n : {1e4, 1e5, 1e6}) {
+    for (auto [pass, dt, ns] : {std::tuple{"forward", "fp32", 5.0}, std::tuple{"backward", "fp32", 6.0},
+                                std::tuple{"forward", "bf16", 12.0}, std::tuple{"backward", "bf16", 18.0}}) {
+      const double fpe = std::string(pass) == "forward" ? models::kGeluFlopsPerElementForward : models::kGeluFlopsPerElementBackward;
+      rows.push_back({{"op", "activation"}, {"pass", pass}, {"dtype", dt}, {"elements", n}, {"flops", fpe * n},
+                      {"seconds", n * ns * 1e-9 + 1e-6}});
+    }
+  }
+  doc["compute"] = rows;
+  // An O1 linear (fwd + bwd = 3 GEMMs) at 60 GFLOP/s overall.
+  doc["autocast_linear"] = json::array();
+  for (double f : {1e6, 1e7, 1e8})
+    doc["autocast_linear"].push_back({{"shape", {1, 1, 1}}, {"flops", f}, {"fp32_s", 3 * f / 50e9}, {"o1_s", 3 * (f / 60e9 + 1e-6)}});
+  const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
+  const FitReport r = fit_profile(doc, {}, "gloo", cluster);
+  const sim::DeviceProfile& p = r.profile;
+  const double peak = p.spec.fp32_peak.value();
+  // Time of the fused GELU forward of 1e5 elements recovered from the table: 0.5 ms.
+  auto gelu_s = [&](const sim::EfficiencyCurve& c, double fpe, double n) { return fpe * n / (peak * c.at(fpe * n)); };
+  CHECK(gelu_s(p.activation, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(5e-4).epsilon(0.01));
+  CHECK(gelu_s(p.activation_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(6e-4).epsilon(0.01));
+  CHECK(gelu_s(p.activation_half, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(1.2e-3).epsilon(0.01));
+  CHECK(gelu_s(p.activation_half_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(1.8e-3).epsilon(0.01));
+  // O1 linear: per-GEMM rate 60 GFLOP/s against the fitted bf16 peak.
+  REQUIRE_FALSE(p.matmul_o1.table.empty());
+  CHECK(1e8 / (p.spec.bf16_peak.value() * p.matmul_o1.at(1e8)) == doctest::Approx(1e8 / 60e9).epsilon(0.01));
 }

@@ -161,3 +161,24 @@ TEST_CASE("table curves round-trip and slow down with sharing") {
   CHECK(q.matmul.at(1e9) == doctest::Approx(0.5));
   CHECK(q.shared_by(4).matmul.at(1e7) == doctest::Approx(0.9 / 2.2));
 }
+
+TEST_CASE("O1-linear and activation tables round-trip, and core sharing slows every table") {
+  sim::DeviceProfile p = sample_profile();
+  p.matmul_o1.table = {{1e6, 0.05}, {1e9, 0.4}};
+  p.activation.table = {{1e4, 0.02}, {1e8, 0.017}};
+  p.activation_backward.table = {{1e4, 0.03}, {1e8, 0.027}};
+  p.activation_half.table = {{1e4, 0.009}, {1e8, 0.007}};
+  p.activation_half_backward.table = {{1e4, 0.01}, {1e8, 0.008}};
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  CHECK(q.matmul_o1.at(1e9) == doctest::Approx(0.4));
+  CHECK(q.activation.at(1e4) == doctest::Approx(0.02));
+  CHECK(q.activation_backward.at(1e8) == doctest::Approx(0.027));
+  CHECK(q.activation_half.at(1e8) == doctest::Approx(0.007));
+  CHECK(q.activation_half_backward.at(1e4) == doctest::Approx(0.01));
+  // Four ranks on the machine (factor 2.2): 16-bit, O1 and activation tables slow down like fp32 ones.
+  const sim::DeviceProfile s = q.shared_by(4);
+  CHECK(s.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.2));
+  CHECK(s.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.2));
+  CHECK(s.activation_half.at(1e8) == doctest::Approx(0.007 / 2.2));
+}
