@@ -142,7 +142,17 @@ void HorovodRuntime::tick() {
       i = j;
     }
     outstanding_ -= static_cast<int>(batch.size());
-    if (outstanding_ == 0) place_optimizer();
+    const bool more = outstanding_ > 0;
+    if (!more) place_optimizer();
+    // The loop negotiates synchronously: its next cycle starts once this
+    // negotiation is done, batching every tensor that became ready meanwhile.
+    if (more) {
+      ex.on_finish(neg_task[0], [this] {
+        ticking_ = false;
+        if (!ready_queue_.empty()) ensure_ticking();
+      });
+      return;
+    }
   }
   ticking_ = false;
   if (outstanding_ > 0 && ready_queue_.empty()) return;  // wait: the next ready tensor restarts the loop

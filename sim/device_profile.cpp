@@ -131,8 +131,25 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     if (p.overlap_slowdown > 10) n->fail("overlap_slowdown above 10 (an 11x slowdown) is not meaningful");
   }
   if (auto n = node.find("background_loop_slowdown")) {
-    p.background_loop_slowdown = n->as_non_negative();
-    if (p.background_loop_slowdown > 10) n->fail("background_loop_slowdown above 10 (an 11x slowdown) is not meaningful");
+    auto slowdown = [](const YamlNode& v) {
+      const double x = v.as_non_negative();
+      if (x > 10) v.fail("background_loop_slowdown above 10 (an 11x slowdown) is not meaningful");
+      return x;
+    };
+    p.background_loop_by_ranks.clear();
+    if (n->is_sequence()) {  // by ranks on the machine: [{ranks: 2, slowdown: 0.4}, ...]
+      for (const auto& e : n->items()) {
+        e.check_keys({"ranks", "slowdown"});
+        const int r = e.at("ranks").as_positive_int();
+        if (!p.background_loop_by_ranks.empty() && r <= p.background_loop_by_ranks.back().first)
+          e.at("ranks").fail("background_loop_slowdown entries must have ascending `ranks`");
+        p.background_loop_by_ranks.emplace_back(r, slowdown(e.at("slowdown")));
+      }
+      if (p.background_loop_by_ranks.empty()) n->fail("background_loop_slowdown: an empty list");
+      p.background_loop_slowdown = p.background_loop_by_ranks.front().second;
+    } else {
+      p.background_loop_slowdown = slowdown(*n);
+    }
   }
   if (auto n = node.find("compute_jitter")) {
     p.compute_jitter = n->as_non_negative();
@@ -167,10 +184,22 @@ double DeviceProfile::sharing_factor(int ranks) const {
   return h.back().second * static_cast<double>(ranks) / h.back().first;
 }
 
+// Linear interpolation in a (ranks, value) table, held at the ends.
+static double interpolate_by_ranks(const std::vector<std::pair<int, double>>& t, int ranks) {
+  if (ranks <= t.front().first) return t.front().second;
+  for (size_t i = 1; i < t.size(); ++i)
+    if (ranks <= t[i].first) {
+      const double x = static_cast<double>(ranks - t[i - 1].first) / (t[i].first - t[i - 1].first);
+      return t[i - 1].second + x * (t[i].second - t[i - 1].second);
+    }
+  return t.back().second;
+}
+
 DeviceProfile DeviceProfile::shared_by(int ranks) const {
   const double f = sharing_factor(ranks);
-  if (f == 1.0) return *this;
   DeviceProfile p = *this;
+  if (!background_loop_by_ranks.empty()) p.background_loop_slowdown = interpolate_by_ranks(background_loop_by_ranks, ranks);
+  if (f == 1.0) return p;
   p.matmul.slow_down(f);
   p.batched_matmul.slow_down(f);
   p.memory.slow_down(f);

@@ -76,6 +76,10 @@ struct DeviceProfile {
   // (Horovod's negotiation cycle) ticks beside training on the same cores. 0 on
   // GPUs (the loop runs on host cores the kernels do not need); measured on CPU ranks.
   double background_loop_slowdown = 0.0;
+  // The same by ranks on the machine, when measured ((ranks, slowdown),
+  // ascending ranks; interpolated linearly, held at the ends); replaces the
+  // single figure for the machine's rank count in shared_by().
+  std::vector<std::pair<int, double>> background_loop_by_ranks;
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
@@ -96,6 +100,7 @@ struct DeviceProfile {
   double sharing_factor(int ranks) const;
   // This profile with every compute figure (efficiency maxima, launch and step
   // overheads, host memcpy) slowed by sharing_factor(ranks).
+  // Also resolves background_loop_slowdown for `ranks` from its table.
   DeviceProfile shared_by(int ranks) const;
 };
 

@@ -182,3 +182,22 @@ TEST_CASE("O1-linear and activation tables round-trip, and core sharing slows ev
   CHECK(s.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.2));
   CHECK(s.activation_half.at(1e8) == doctest::Approx(0.007 / 2.2));
 }
+
+TEST_CASE("background_loop_slowdown by ranks: round trip, and shared_by resolves it for the rank count") {
+  sim::DeviceProfile p = sample_profile();
+  p.background_loop_by_ranks = {{2, 0.4}, {4, 0.2}};
+  p.background_loop_slowdown = 0.4;
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  REQUIRE(q.background_loop_by_ranks.size() == 2);
+  CHECK(q.shared_by(2).background_loop_slowdown == doctest::Approx(0.4));
+  CHECK(q.shared_by(3).background_loop_slowdown == doctest::Approx(0.3));
+  CHECK(q.shared_by(8).background_loop_slowdown == doctest::Approx(0.2));
+  // A single figure still applies to every rank count.
+  sim::DeviceProfile r = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string("device: {background_loop_slowdown: 0.25}\n", "s.yaml"), r);
+  CHECK(r.shared_by(4).background_loop_slowdown == doctest::Approx(0.25));
+  CHECK_THROWS_AS(sim::apply_profile_document(
+                      load_yaml_string("device:\n  background_loop_slowdown: [{ranks: 4, slowdown: 0.1}, {ranks: 2, slowdown: 0.2}]\n", "b.yaml"), r),
+                  InputError);
+}
