@@ -22,6 +22,13 @@ DeviceProfile test_device() {
   p.launch_overhead = Time::us(5);
   return p;
 }
+
+models::OpSpec find_op(const std::vector<models::OpSpec>& ops, const std::string& name) {
+  for (const auto& op : ops)
+    if (op.name == name) return op;
+  FAIL("no op " << name);
+  return models::OpSpec{};
+}
 }  // namespace
 
 TEST_CASE("a large matmul is compute bound: FLOPs / (peak x efficiency) + launch") {
@@ -65,22 +72,16 @@ TEST_CASE("GELU: eight kernels forward and twelve backward in eager mode, one ea
     cfg.dropout = dropout;
     return models::build_gpt2_workload(cfg, 8);
   };
-  auto find = [](const std::vector<models::OpSpec>& ops, const std::string& name) {
-    for (const auto& o : ops)
-      if (o.name == name) return o;
-    FAIL("no op " << name);
-    return models::OpSpec{};
-  };
   const models::Workload eager = gelu_ops(models::Gpt2Config::Gelu::Eager, true);
   const models::Workload fused = gelu_ops(models::Gpt2Config::Gelu::Fused, false);
-  CHECK(kernels_of(find(eager.forward, "h.0.mlp.gelu.fwd")) == 8);
-  CHECK(kernels_of(find(eager.backward, "h.0.mlp.gelu.bwd")) == 12);
-  CHECK(kernels_of(find(fused.forward, "h.0.mlp.gelu.fwd")) == 1);
-  CHECK(kernels_of(find(fused.backward, "h.0.mlp.gelu.bwd")) == 1);
-  CHECK(kernels_of(find(eager.forward, "h.0.attn.residual.fwd")) == 1);
+  CHECK(kernels_of(find_op(eager.forward, "h.0.mlp.gelu.fwd")) == 8);
+  CHECK(kernels_of(find_op(eager.backward, "h.0.mlp.gelu.bwd")) == 12);
+  CHECK(kernels_of(find_op(fused.forward, "h.0.mlp.gelu.fwd")) == 1);
+  CHECK(kernels_of(find_op(fused.backward, "h.0.mlp.gelu.bwd")) == 1);
+  CHECK(kernels_of(find_op(eager.forward, "h.0.attn.residual.fwd")) == 1);
   const PrecisionMode fp32{AmpLevel::None, DType::FP32};
-  CHECK(op_cost(find(fused.forward, "h.0.mlp.gelu.fwd"), test_device(), fp32).time <
-        op_cost(find(eager.forward, "h.0.mlp.gelu.fwd"), test_device(), fp32).time);
+  CHECK(op_cost(find_op(fused.forward, "h.0.mlp.gelu.fwd"), test_device(), fp32).time <
+        op_cost(find_op(eager.forward, "h.0.mlp.gelu.fwd"), test_device(), fp32).time);
   // Without dropout the dropout ops are gone, nothing else.
   auto count = [](const models::Workload& w, const std::string& part) {
     int n = 0;
@@ -116,13 +117,7 @@ TEST_CASE("a fused GELU is an activation op priced by its measured per-pass, per
   models::Gpt2Config cfg = *models::find_gpt2_preset("paper");
   cfg.gelu = models::Gpt2Config::Gelu::Fused;
   const models::Workload w = models::build_gpt2_workload(cfg, 2);
-  auto find = [](const std::vector<models::OpSpec>& ops, const std::string& name) {
-    for (const auto& op : ops)
-      if (op.name == name) return op;
-    FAIL("no op " << name);
-    return models::OpSpec{};
-  };
-  const models::OpSpec fwd = find(w.forward, "h.0.mlp.gelu.fwd"), bwd = find(w.backward, "h.0.mlp.gelu.bwd");
+  const models::OpSpec fwd = find_op(w.forward, "h.0.mlp.gelu.fwd"), bwd = find_op(w.backward, "h.0.mlp.gelu.bwd");
   CHECK(fwd.cls == models::OpClass::Activation);
   CHECK(bwd.cls == models::OpClass::Activation);
   const double elems = fwd.elements_written;
@@ -147,7 +142,7 @@ TEST_CASE("a fused GELU is an activation op priced by its measured per-pass, per
   // An eager GELU chain stays a memory-bound elementwise op.
   cfg.gelu = models::Gpt2Config::Gelu::Eager;
   const models::Workload eager = models::build_gpt2_workload(cfg, 2);
-  CHECK(find(eager.forward, "h.0.mlp.gelu.fwd").cls == models::OpClass::Elementwise);
+  CHECK(find_op(eager.forward, "h.0.mlp.gelu.fwd").cls == models::OpClass::Elementwise);
 }
 
 TEST_CASE("O1 linears use the measured autocast-linear table; O2 keeps the half GEMM table") {
@@ -174,19 +169,13 @@ TEST_CASE("O1 linears use the measured autocast-linear table; O2 keeps the half 
 TEST_CASE("framework view calls are dispatched like kernels: each adds one launch overhead") {
   models::Gpt2Config cfg = *models::find_gpt2_preset("paper");
   const models::Workload w = models::build_gpt2_workload(cfg, 1);
-  auto find = [](const std::vector<models::OpSpec>& ops, const std::string& name) {
-    for (const auto& op : ops)
-      if (op.name == name) return op;
-    FAIL("no op " << name);
-    return models::OpSpec{};
-  };
   // Conv1D: reshape + view around the addmm; attention scores: split heads and matmul's folding.
-  CHECK(find(w.forward, "h.0.attn.c_attn.fwd").views == 2);
-  CHECK(find(w.backward, "h.0.attn.c_attn.bwd_input").views == 2);
-  CHECK(find(w.forward, "h.0.attn.scores.fwd").views == 13);
-  CHECK(find(w.backward, "h.0.attn.scores.bwd_query").views == 13);
-  CHECK(find(w.forward, "h.0.mlp.gelu.fwd").views == 0);
-  models::OpSpec op = find(w.forward, "h.0.attn.c_attn.fwd");
+  CHECK(find_op(w.forward, "h.0.attn.c_attn.fwd").views == 2);
+  CHECK(find_op(w.backward, "h.0.attn.c_attn.bwd_input").views == 2);
+  CHECK(find_op(w.forward, "h.0.attn.scores.fwd").views == 13);
+  CHECK(find_op(w.backward, "h.0.attn.scores.bwd_query").views == 13);
+  CHECK(find_op(w.forward, "h.0.mlp.gelu.fwd").views == 0);
+  models::OpSpec op = find_op(w.forward, "h.0.attn.c_attn.fwd");
   DeviceProfile cpu = test_device();
   cpu.spec.kind = topology::DeviceKind::Cpu;
   const DeviceProfile gpu = test_device();
