@@ -46,6 +46,9 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"-o,--out", "output directory: validation.json, validation.txt, runs/", &ValidateArgs::out_dir},
       {"--exec", "path of dptwin-exec (default: as dptwin exec finds it)", &ValidateArgs::exec_binary},
       {"--predict-only", "do not run: print the predictions only", &ValidateArgs::predict_only},
+      {"--no-drift-compensation", "predict at the calibration's machine speed (no speed probe before each run)",
+       &ValidateArgs::no_drift_compensation},
+      {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
       {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
   };
@@ -134,6 +137,11 @@ int run_validate(const ValidateArgs& a) {
   o.out_dir = a.out_dir;
   o.exec_binary = a.exec_binary;
   o.predict_only = a.predict_only;
+  if (!a.no_drift_compensation && !a.profile.empty()) {
+    const std::string mb = validate::find_microbench_binary(a.microbench);
+    if (fs::exists(mb)) o.speed_probe = mb;
+    else std::cerr << "note: dptwin-microbench not found: predictions are not drift-compensated\n";
+  }
   o.case_timeout_s = a.case_timeout_s;
   o.log = log_line;
   if (a.profile.empty()) std::cerr << "note: no --profile: predictions use datasheet defaults (run dptwin calibrate)\n";

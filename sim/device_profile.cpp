@@ -72,7 +72,8 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 }
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
-  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1", "activation",
+  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1",
+                   "speed_reference", "activation",
                    "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
                    "background_loop_slowdown", "optimizer_bytes_per_param",
                    "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
@@ -102,6 +103,16 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     }
   }
   if (auto n = node.find("ranks_share_machine")) p.ranks_share_machine = n->as<bool>();
+  if (auto n = node.find("speed_reference")) {
+    n->check_keys({"matmul", "elementwise", "dispatch"});
+    auto probe_time = [&](const char* k) {
+      const YamlNode& v = n->at(k);
+      const double t = v.as_time().seconds();
+      if (!(t > 0) || t > 10) v.fail("a speed-probe time must be in (0, 10] s");
+      return t;
+    };
+    p.speed_reference = {probe_time("matmul"), probe_time("elementwise"), probe_time("dispatch")};
+  }
   if (auto n = node.find("matmul")) apply_curve(*n, p.matmul);
   if (auto n = node.find("batched_matmul")) apply_curve(*n, p.batched_matmul);
   if (auto n = node.find("memory")) apply_curve(*n, p.memory);
@@ -209,6 +220,25 @@ DeviceProfile DeviceProfile::shared_by(int ranks) const {
   p.launch_overhead = launch_overhead.scaled(f);
   p.step_overhead = step_overhead.scaled(f);
   p.host_memcpy = Bandwidth(host_memcpy.value() / f);
+  return p;
+}
+
+DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
+  DeviceProfile p = *this;
+  if (speed_reference.empty() || now.empty()) return p;
+  auto ratio = [](double a, double b) { return std::clamp(a / b, 0.2, 5.0); };
+  const double fm = ratio(now.matmul_s, speed_reference.matmul_s);
+  const double fe = ratio(now.elementwise_s, speed_reference.elementwise_s);
+  const double fd = ratio(now.dispatch_s, speed_reference.dispatch_s);
+  for (EfficiencyCurve* c : {&p.matmul, &p.batched_matmul, &p.matmul_half, &p.batched_matmul_half, &p.matmul_o1})
+    c->slow_down(fm);
+  for (EfficiencyCurve* c : {&p.memory, &p.memory_half, &p.activation, &p.activation_backward, &p.activation_half,
+                             &p.activation_half_backward})
+    c->slow_down(fe);
+  p.host_memcpy = Bandwidth(host_memcpy.value() / fe);
+  p.launch_overhead = launch_overhead.scaled(fd);
+  p.step_overhead = step_overhead.scaled(fd);
+  p.speed_reference = now;
   return p;
 }
 

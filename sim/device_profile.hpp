@@ -40,6 +40,13 @@ struct EfficiencyCurve {
   void slow_down(double f);
 };
 
+// The machine's speed at one moment: seconds of a fixed 512x768x768 fp32
+// matmul, a 1M-element add and one dispatch (dptwin-microbench --mode speed).
+struct SpeedProbe {
+  double matmul_s = 0, elementwise_s = 0, dispatch_s = 0;
+  bool empty() const { return !(matmul_s > 0 && elementwise_s > 0 && dispatch_s > 0); }
+};
+
 struct DeviceProfile {
   topology::DeviceSpec spec;
   EfficiencyCurve matmul{0.75, 2e9};          // dense GEMM, of peak in its dtype
@@ -102,6 +109,14 @@ struct DeviceProfile {
   // overheads, host memcpy) slowed by sharing_factor(ranks).
   // Also resolves background_loop_slowdown for `ranks` from its table.
   DeviceProfile shared_by(int ranks) const;
+  // The speed probe while this profile was measured (empty = not recorded).
+  SpeedProbe speed_reference;
+  // This profile on the machine as the probe `now` finds it (drift
+  // compensation on shared hosts): GEMM tables scaled by the matmul ratio
+  // now/reference, memory-class and activation tables and host copies by the
+  // add ratio, launch and step overheads by the dispatch ratio (ratios clamped
+  // to [0.2, 5]). Collective tables are kept. Unchanged without a reference.
+  DeviceProfile at_speed(const SpeedProbe& now) const;
 };
 
 // Datasheet-based defaults for a device.

@@ -408,6 +408,20 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
       record("matmul_o1", f);
     }
   }
+  // The speed probe around the compute suite (geometric mean of before and
+  // after): the machine's speed these figures belong to (drift compensation).
+  if (compute.contains("speed_reference")) {
+    const json& sr = compute.at("speed_reference");
+    auto both = [&](const char* k) {
+      double prod = 1;
+      int count = 0;
+      for (const char* when : {"start", "end"})
+        if (sr.contains(when)) prod *= num(sr.at(when), k), ++count;
+      return count ? std::pow(prod, 1.0 / count) : 0.0;
+    };
+    p.speed_reference = {both("matmul_s"), both("elementwise_s"), both("dispatch_s")};
+    diag["speed_reference"] = sr;
+  }
   if (compute.contains("memcpy") && !compute.at("memcpy").empty()) {
     const json& big = compute.at("memcpy").back();
     p.host_memcpy = Bandwidth(num(big, "bytes") / num(big, "seconds"));
@@ -557,6 +571,11 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
     for (auto [r, f] : p.host_sharing) y += fmt::format("    - {{ranks: {}, factor: {:.4g}}}\n", r, f);
   }
   if (p.ranks_share_machine) y += "  ranks_share_machine: true\n";
+  if (!p.speed_reference.empty())
+    y += fmt::format("  speed_reference: {{matmul: {}, elementwise: {}, dispatch: {}}}   # the machine's speed meanwhile\n",
+                     fmt_time(Time::from_seconds(p.speed_reference.matmul_s)),
+                     fmt_time(Time::from_seconds(p.speed_reference.elementwise_s)),
+                     fmt_time(Time::from_seconds(p.speed_reference.dispatch_s)));
   if (!p.network.empty()) {
     y += "network:\n";
     y += fmt::format("  backend: {}\n", backend);

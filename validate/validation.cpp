@@ -72,6 +72,10 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
     j["measured_p10_s"] = c.measured_p10_s;
     j["measured_p90_s"] = c.measured_p90_s;
     j["predicted_breakdown"] = c.predicted_breakdown;
+    if (!c.speed.is_null()) {
+      j["speed_ratio"] = c.speed;
+      j["predicted_uncompensated_step_s"] = c.predicted_uncompensated_step_s;
+    }
     j["measured_breakdown"] = c.measured_breakdown;
     arr.push_back(std::move(j));
   }
@@ -167,8 +171,18 @@ void read_exec_result(const json& r, CaseOutcome& out) {
 
 namespace {
 
-json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out) {
-  sim::PointResult r = sim::simulate_point(point_for_case(m, c, profile));
+json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out,
+             const sim::SpeedProbe& now = {}) {
+  sim::PointSpec point = point_for_case(m, c, profile);
+  const sim::SpeedProbe ref = point.profile.speed_reference;
+  if (!now.empty() && !ref.empty()) {
+    out.predicted_uncompensated_step_s = sim::simulate_point(point).step_time_s.value_or(0.0);
+    out.speed = {{"matmul", now.matmul_s / ref.matmul_s},
+                 {"elementwise", now.elementwise_s / ref.elementwise_s},
+                 {"dispatch", now.dispatch_s / ref.dispatch_s}};
+    point.profile = point.profile.at_speed(now);
+  }
+  sim::PointResult r = sim::simulate_point(point);
   if (r.status != "ok" || !r.step_time_s) {
     out.status = "failed";
     out.message = "simulator: " + r.status + " " + r.message;
@@ -218,6 +232,29 @@ std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const Val
   return specs;
 }
 
+// The speed probe now (empty when off or when it fails: the prediction is then uncompensated).
+sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o) {
+  if (o.speed_probe.empty()) return {};
+  const fs::path path = fs::temp_directory_path() / fmt::format("dptwin-speed-{}.json", ::getpid());
+  exec::ProcessSpec s;
+  s.argv = {o.speed_probe, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", path.string()};
+  s.label = "dptwin-microbench --mode speed";
+  exec::GroupOutcome g = exec::run_process_group({s}, 60);
+  sim::SpeedProbe p;
+  if (g.ok && fs::exists(path)) {
+    try {
+      std::ifstream f(path);
+      const json sp = json::parse(f).at("speed");
+      p = {sp.at("matmul_s").get<double>(), sp.at("elementwise_s").get<double>(), sp.at("dispatch_s").get<double>()};
+    } catch (const std::exception&) {
+      p = {};
+    }
+  }
+  fs::remove(path);
+  if (p.empty() && o.log) o.log("note: the speed probe failed; this prediction is not drift-compensated");
+  return p;
+}
+
 }  // namespace
 
 std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o) {
@@ -225,9 +262,10 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   if (!o.out_dir.empty()) fs::create_directories(fs::path(o.out_dir) / "runs");
   const size_t n = m.cases.size();
   std::vector<CaseOutcome> out(n);
+  const sim::SpeedProbe now = o.predict_only ? probe_speed(m, o) : sim::SpeedProbe{};
   for (size_t i = 0; i < n; ++i) {
     out[i].c = m.cases[i];
-    predict(m, m.cases[i], o.profile, out[i]);
+    predict(m, m.cases[i], o.profile, out[i], now);
   }
   auto log_case = [&](size_t i, const std::string& round, const CaseOutcome& co) {
     if (!o.log) return;
@@ -260,6 +298,9 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       const fs::path dir = o.out_dir.empty() ? fs::temp_directory_path() : fs::path(o.out_dir) / "runs";
       const std::string result = (dir / (name + ".json")).string();
       fs::remove(result);
+      // Each run is predicted at the machine's speed measured just before it.
+      CaseOutcome run = co;
+      if (!o.speed_probe.empty()) predict(m, c, o.profile, run, probe_speed(m, o));
       // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
       const int port = m.netns.port + (run_counter++ % 500);
       exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port), o.case_timeout_s);
@@ -270,7 +311,6 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
         continue;
       }
       std::ifstream f(result);
-      CaseOutcome run = co;
       read_exec_result(json::parse(f), run);
       log_case(i, round, run);
       runs[i].push_back(std::move(run));

@@ -39,6 +39,11 @@ struct CaseOutcome {
   double measured_step_s = 0;
   double measured_p10_s = 0, measured_p90_s = 0;
   nlohmann::json predicted_breakdown = nlohmann::json::object();
+  // Drift compensation: the speed probe's ratios now / at calibration
+  // (matmul, elementwise, dispatch) the prediction was scaled by, and the
+  // prediction without them; null when not compensated.
+  nlohmann::json speed = nullptr;
+  double predicted_uncompensated_step_s = 0;
   nlohmann::json measured_breakdown = nlohmann::json::object();
 };
 
@@ -76,6 +81,10 @@ struct ValidationOptions {
   std::string out_dir;        // per-case exec results and the report land here
   std::string exec_binary;    // dptwin-exec ("" = find it like `dptwin exec`)
   bool predict_only = false;  // no runs: predictions only (measured fields 0)
+  // dptwin-microbench to run `--mode speed` before every run (once with
+  // predict_only): each prediction uses the profile at the speed measured then
+  // (sim::DeviceProfile::at_speed). "" or a profile without speed_reference: off.
+  std::string speed_probe;
   double case_timeout_s = 900;
   std::function<void(const std::string&)> log;  // progress lines (may be empty)
 };

@@ -1,12 +1,15 @@
 // exec/microbench/microbench.cpp — `dptwin-microbench`: calibration microbenchmarks.
 //
-// Two modes, one JSON document each (schema "dptwin.microbench/1", read by
+// Three modes, one JSON document each (schema "dptwin.microbench/1", read by
 // validate/profile_fit.hpp):
 //   --mode compute  one process: dense matmul by shape and precision (fp32,
 //                   bf16), batched matmul (attention), elementwise / layernorm /
-//                   softmax by size, per-op dispatch cost (plain and with
-//                   autograd), the autograd engine's fixed cost per backward,
-//                   AdamW step by parameter and tensor count, and memcpy.
+//                   softmax by size, fused GELU forward/backward, per-op dispatch
+//                   cost (plain and with autograd), the autograd engine's fixed
+//                   cost per backward, AdamW step by parameter and tensor count,
+//                   an autocast Linear, memcpy; the speed probe before and after.
+//   --mode speed    the 0.2 s speed probe alone (matmul, add, dispatch), which
+//                   `dptwin validate` runs before every case.
 //   --mode comm     one rank of N (RANK/WORLD_SIZE + DPTWIN_STORE for gloo,
 //                   mpirun's environment for mpi): each collective of the exec
 //                   comm interface (allreduce, broadcast, reduce, allgather) by
@@ -98,7 +101,31 @@ int esize(const std::string& d) { return d == "bf16" ? 2 : 4; }
 constexpr double kPoolBytes = 64.0 * 1024 * 1024;
 int pool_size(double bytes_per_call) { return std::clamp(static_cast<int>(kPoolBytes / std::max(bytes_per_call, 1.0)), 1, 64); }
 
+// The machine's speed now, in ~0.2 s: a 512x768x768 fp32 matmul, a 1M-element
+// add and a one-element in-place add (dispatch). Calibration records it around
+// the compute suite; validation reruns it before every case (drift compensation).
+json speed_probe() {
+  torch::NoGradGuard ng;
+  auto A = torch::randn({512, 768}), B = torch::randn({768, 768});
+  auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20});
+  auto t1 = torch::zeros({1});
+  auto median_of = [](const std::function<void()>& fn, int reps, int inner) {
+    fn();
+    std::vector<double> xs;
+    for (int r = 0; r < reps; ++r) {
+      auto t = Clock::now();
+      for (int i = 0; i < inner; ++i) fn();
+      xs.push_back(seconds_since(t) / inner);
+    }
+    return median(xs);
+  };
+  return {{"matmul_s", median_of([&] { auto z = torch::matmul(A, B); }, 15, 1)},
+          {"elementwise_s", median_of([&] { auto z = x + y; }, 15, 2)},
+          {"dispatch_s", median_of([&] { t1.add_(1.0); }, 15, 200)}};
+}
+
 void bench_compute(const Args& a, json& doc) {
+  doc["speed_reference"]["start"] = speed_probe();
   json& rows = doc["compute"] = json::array();
   torch::NoGradGuard ng;
   auto add = [&](json row, const json& t) {
@@ -292,6 +319,7 @@ void bench_compute(const Args& a, json& doc) {
     row.update(time_local(a, [&] { dst.copy_(src); }));
     cp.push_back(row);
   }
+  doc["speed_reference"]["end"] = speed_probe();
 }
 
 // ---------------------------------------------------------------------------
@@ -519,8 +547,9 @@ int env_int(const char* a, const char* b, int dflt) {
 int main(int argc, char** argv) {
   Args a;
   CLI::App app{"dptwin-microbench: calibration microbenchmarks (one JSON document)"};
-  app.add_option("--mode", a.mode, "compute: one process; comm: one rank of a launched group")
-      ->check(CLI::IsMember({"compute", "comm"}));
+  app.add_option("--mode", a.mode,
+                 "compute: one process; comm: one rank of a launched group; speed: the 0.2 s speed probe only")
+      ->check(CLI::IsMember({"compute", "comm", "speed"}));
   app.add_option("--backend", a.backend, "comm backend (comm mode)")->check(CLI::IsMember({"gloo", "mpi"}));
   app.add_option("--threads", a.threads, "intra-op threads")->check(CLI::PositiveNumber);
   app.add_option("--budget-s", a.budget_s, "seconds of repetitions per case")->check(CLI::PositiveNumber);
@@ -546,6 +575,8 @@ int main(int argc, char** argv) {
     if (a.mode == "compute") {
       doc["ranks"] = 1;
       bench_compute(a, doc);
+    } else if (a.mode == "speed") {
+      doc["speed"] = speed_probe();
     } else {
       RankCtx c;
       if (a.backend == "mpi") {

@@ -35,6 +35,7 @@ with tempfile.TemporaryDirectory() as tmp:
     if r.returncode == 0:
         text = open(prof).read()
         check("device:" in text and "network:" in text and "host_sharing" in text, "the profile has device, network and sharing sections")
+        check("speed_reference:" in text, "the profile records the speed probe around the compute suite")
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
         matrix = os.path.join(tmp, "m.yaml")
@@ -43,8 +44,8 @@ with tempfile.TemporaryDirectory() as tmp:
                     "grids:\n  - {model: tiny, strategy: single, ranks: 1, micro_batch: 4}\n"
                     "  - {model: tiny, strategy: dps, ranks: 2, micro_batch: 4}\n")
         out = os.path.join(tmp, "val")
-        r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--exec", exec_bin, "--out", out],
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--exec", exec_bin, "--microbench", microbench,
+                            "--out", out], capture_output=True, text=True, timeout=600)
         print(r.stdout)
         check(r.returncode == 0, "validate exits 0" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
         if r.returncode == 0:
@@ -61,6 +62,17 @@ with tempfile.TemporaryDirectory() as tmp:
                 # Real timings on a shared 2-core machine swing 40-60%; this guards against gross
                 # breakage (a factor of 3), the accuracy targets are checked by `dptwin validate`.
                 check(abs(c["error_pct"]) < 200, "%s: predicted within a factor of 3 (%.1f%%)" % (c["label"], c["error_pct"]))
+                # Drift compensation: each run predicted at the speed probed just before it.
+                ratio = c.get("speed_ratio") or {}
+                check(set(ratio) == {"matmul", "elementwise", "dispatch"} and all(0 < x < 100 for x in ratio.values())
+                      and c.get("predicted_uncompensated_step_s", 0) > 0,
+                      "%s: speed ratios and the uncompensated prediction recorded (%s)" % (c["label"], ratio))
+            off = os.path.join(tmp, "off")
+            r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--predict-only", "--no-drift-compensation",
+                                "--out", off], capture_output=True, text=True, timeout=120)
+            v_off = json.load(open(os.path.join(off, "validation.json")))
+            check(r.returncode == 0 and all("speed_ratio" not in c for c in v_off["cases"]),
+                  "--no-drift-compensation predicts at the calibration's speed")
     # 3. namespaces
     probe = subprocess.run(["ip", "netns", "add", "dptwin-e2e-probe"], capture_output=True, text=True)
     if probe.returncode != 0:

@@ -130,6 +130,9 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
     }
   }
   doc["compute"] = rows;
+  // The speed probe before and after the suite: the reference is their geometric mean.
+  doc["speed_reference"] = {{"start", {{"matmul_s", 4e-3}, {"elementwise_s", 1e-4}, {"dispatch_s", 2e-6}}},
+                            {"end", {{"matmul_s", 9e-3}, {"elementwise_s", 4e-4}, {"dispatch_s", 8e-6}}}};
   // An O1 linear (fwd + bwd = 3 GEMMs) at 60 GFLOP/s overall.
   doc["autocast_linear"] = json::array();
   for (double f : {1e6, 1e7, 1e8})
@@ -144,6 +147,9 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   CHECK(gelu_s(p.activation_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(6e-4).epsilon(0.01));
   CHECK(gelu_s(p.activation_half, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(1.2e-3).epsilon(0.01));
   CHECK(gelu_s(p.activation_half_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(1.8e-3).epsilon(0.01));
+  CHECK(p.speed_reference.matmul_s == doctest::Approx(6e-3));
+  CHECK(p.speed_reference.elementwise_s == doctest::Approx(2e-4));
+  CHECK(p.speed_reference.dispatch_s == doctest::Approx(4e-6));
   // O1 linear: per-GEMM rate 60 GFLOP/s against the fitted bf16 peak.
   REQUIRE_FALSE(p.matmul_o1.table.empty());
   CHECK(1e8 / (p.spec.bf16_peak.value() * p.matmul_o1.at(1e8)) == doctest::Approx(1e8 / 60e9).epsilon(0.01));

@@ -201,3 +201,33 @@ TEST_CASE("background_loop_slowdown by ranks: round trip, and shared_by resolves
                       load_yaml_string("device:\n  background_loop_slowdown: [{ranks: 4, slowdown: 0.1}, {ranks: 2, slowdown: 0.2}]\n", "b.yaml"), r),
                   InputError);
 }
+
+TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
+  sim::DeviceProfile p = sample_profile();
+  p.matmul_o1.table = {{1e6, 0.4}, {1e9, 0.4}};
+  p.activation.table = {{1e4, 0.02}, {1e8, 0.02}};
+  // Without a reference the profile is unchanged.
+  const sim::SpeedProbe now{2e-3, 3e-4, 6e-6};
+  CHECK(p.at_speed(now).matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9)));
+  p.speed_reference = {1e-3, 2e-4, 3e-6};
+  const sim::DeviceProfile s = p.at_speed(now);
+  // GEMMs 2x slower, memory-class and activations 1.5x, dispatch 2x; collectives untouched.
+  CHECK(s.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
+  CHECK(s.matmul_half.at(1e9) == doctest::Approx(0.8 / 2));
+  CHECK(s.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2));
+  CHECK(s.memory.at(1e6) == doctest::Approx(p.memory.at(1e6) / 1.5));
+  CHECK(s.activation.at(1e6) == doctest::Approx(0.02 / 1.5));
+  CHECK(s.host_memcpy.value() == doctest::Approx(9e9 / 1.5));
+  CHECK(s.launch_overhead.seconds() == doctest::Approx(2 * 6.25e-6));
+  CHECK(s.step_overhead.seconds() == doctest::Approx(2 * 40e-6));
+  REQUIRE(s.network.size() == p.network.size());
+  CHECK(s.network[0].regimes[0].bandwidth_factor == doctest::Approx(0.5));
+  // Ratios are clamped to [0.2, 5].
+  CHECK(p.at_speed({1.0, 2e-4, 3e-6}).matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 5));
+  // The reference round-trips through the profile YAML.
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  CHECK(q.speed_reference.matmul_s == doctest::Approx(1e-3).epsilon(1e-3));
+  CHECK(q.speed_reference.elementwise_s == doctest::Approx(2e-4).epsilon(1e-3));
+  CHECK(q.speed_reference.dispatch_s == doctest::Approx(3e-6).epsilon(1e-3));
+}
