@@ -46,8 +46,8 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"-o,--out", "output directory: validation.json, validation.txt, runs/", &ValidateArgs::out_dir},
       {"--exec", "path of dptwin-exec (default: as dptwin exec finds it)", &ValidateArgs::exec_binary},
       {"--predict-only", "do not run: print the predictions only", &ValidateArgs::predict_only},
-      {"--no-drift-compensation", "predict at the calibration's machine speed (no speed probe before each run)",
-       &ValidateArgs::no_drift_compensation},
+      {"--drift-compensation", "run a speed probe before each run and predict it at the speed measured then",
+       &ValidateArgs::drift_compensation},
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
       {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
@@ -137,7 +137,7 @@ int run_validate(const ValidateArgs& a) {
   o.out_dir = a.out_dir;
   o.exec_binary = a.exec_binary;
   o.predict_only = a.predict_only;
-  if (!a.no_drift_compensation && !a.profile.empty()) {
+  if (a.drift_compensation && !a.profile.empty()) {
     const std::string mb = validate::find_microbench_binary(a.microbench);
     if (fs::exists(mb)) o.speed_probe = mb;
     else std::cerr << "note: dptwin-microbench not found: predictions are not drift-compensated\n";

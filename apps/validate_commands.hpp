@@ -40,7 +40,7 @@ struct ValidateArgs {
   std::string out_dir = "validation";
   std::string exec_binary;
   bool predict_only = false;
-  bool no_drift_compensation = false;
+  bool drift_compensation = false;
   std::string microbench;      // dptwin-microbench for the speed probe ("" = next to dptwin)
   double case_timeout_s = 900;
   int nice = -20;

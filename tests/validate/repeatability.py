@@ -13,10 +13,11 @@ import subprocess
 import sys
 
 dptwin, out = sys.argv[1], sys.argv[2]
+extra = sys.argv[3:]  # e.g. --drift-compensation
 os.makedirs(out, exist_ok=True)
-# Both calibrations first, then both predictions back to back: with drift
-# compensation (the default) each prediction is made at the machine's speed of
-# that moment, so the two profiles are compared on the same machine state.
+# Both calibrations first, then both predictions back to back (with
+# --drift-compensation as an optional third argument, each prediction is made at
+# the machine's speed of that moment: the profiles are compared on one state).
 preds = []
 for i in (1, 2):
     prof = os.path.join(out, "profile-%d.yaml" % i)
@@ -24,7 +25,7 @@ for i in (1, 2):
 for i in (1, 2):
     prof = os.path.join(out, "profile-%d.yaml" % i)
     vdir = os.path.join(out, "predict-%d" % i)
-    subprocess.run([dptwin, "validate", "--predict-only", "--profile", prof, "--out", vdir], check=True,
+    subprocess.run([dptwin, "validate", "--predict-only", "--profile", prof, "--out", vdir] + extra, check=True,
                    stdout=subprocess.DEVNULL)
     preds.append(json.load(open(os.path.join(vdir, "validation.json")))["cases"])
 worst = 0.0

@@ -45,7 +45,7 @@ with tempfile.TemporaryDirectory() as tmp:
                     "  - {model: tiny, strategy: dps, ranks: 2, micro_batch: 4}\n")
         out = os.path.join(tmp, "val")
         r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--exec", exec_bin, "--microbench", microbench,
-                            "--out", out], capture_output=True, text=True, timeout=600)
+                            "--drift-compensation", "--out", out], capture_output=True, text=True, timeout=600)
         print(r.stdout)
         check(r.returncode == 0, "validate exits 0" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
         if r.returncode == 0:
@@ -68,11 +68,11 @@ with tempfile.TemporaryDirectory() as tmp:
                       and c.get("predicted_uncompensated_step_s", 0) > 0,
                       "%s: speed ratios and the uncompensated prediction recorded (%s)" % (c["label"], ratio))
             off = os.path.join(tmp, "off")
-            r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--predict-only", "--no-drift-compensation",
+            r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--predict-only", "--microbench", microbench,
                                 "--out", off], capture_output=True, text=True, timeout=120)
             v_off = json.load(open(os.path.join(off, "validation.json")))
             check(r.returncode == 0 and all("speed_ratio" not in c for c in v_off["cases"]),
-                  "--no-drift-compensation predicts at the calibration's speed")
+                  "without --drift-compensation predictions are at the calibration's speed")
     # 3. namespaces
     probe = subprocess.run(["ip", "netns", "add", "dptwin-e2e-probe"], capture_output=True, text=True)
     if probe.returncode != 0:
