@@ -182,19 +182,6 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
 
 namespace dptwin::sim {
 
-double DeviceProfile::sharing_factor(int ranks) const {
-  if (host_sharing.empty()) return 1.0;
-  const auto& h = host_sharing;
-  if (ranks <= h.front().first) return h.front().second;
-  for (size_t i = 1; i < h.size(); ++i)
-    if (ranks <= h[i].first) {
-      const double t = static_cast<double>(ranks - h[i - 1].first) / (h[i].first - h[i - 1].first);
-      return h[i - 1].second + t * (h[i].second - h[i - 1].second);
-    }
-  // Beyond the last measured count: grow proportionally (time-sharing of the cores).
-  return h.back().second * static_cast<double>(ranks) / h.back().first;
-}
-
 // Linear interpolation in a (ranks, value) table, held at the ends.
 static double interpolate_by_ranks(const std::vector<std::pair<int, double>>& t, int ranks) {
   if (ranks <= t.front().first) return t.front().second;
@@ -205,6 +192,15 @@ static double interpolate_by_ranks(const std::vector<std::pair<int, double>>& t,
     }
   return t.back().second;
 }
+
+double DeviceProfile::sharing_factor(int ranks) const {
+  if (host_sharing.empty()) return 1.0;
+  const auto& h = host_sharing;
+  // Beyond the last measured count: grow proportionally (time-sharing of the cores).
+  if (ranks > h.back().first) return h.back().second * static_cast<double>(ranks) / h.back().first;
+  return interpolate_by_ranks(h, ranks);
+}
+
 
 DeviceProfile DeviceProfile::shared_by(int ranks) const {
   const double f = sharing_factor(ranks);
