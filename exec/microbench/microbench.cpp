@@ -8,7 +8,7 @@
 //                   cost (plain and with autograd), the autograd engine's fixed
 //                   cost per backward, AdamW step by parameter and tensor count,
 //                   an autocast Linear, memcpy; the speed probe before and after.
-//   --mode speed    the 0.2 s speed probe alone (matmul, add, dispatch), which
+//   --mode speed    the short speed probe alone (matmul, add, dispatch), which
 //                   `dptwin validate` runs before every case.
 //   --mode comm     one rank of N (RANK/WORLD_SIZE + DPTWIN_STORE for gloo,
 //                   mpirun's environment for mpi): each collective of the exec
@@ -101,7 +101,7 @@ int esize(const std::string& d) { return d == "bf16" ? 2 : 4; }
 constexpr double kPoolBytes = 64.0 * 1024 * 1024;
 int pool_size(double bytes_per_call) { return std::clamp(static_cast<int>(kPoolBytes / std::max(bytes_per_call, 1.0)), 1, 64); }
 
-// The machine's speed now, in ~0.2 s: a 512x768x768 fp32 matmul, a 1M-element
+// The machine's speed now, from a few timed loops: a 512x768x768 fp32 matmul, a 1M-element
 // add and a one-element in-place add (dispatch). Calibration records it around
 // the compute suite; validation reruns it before every case (drift compensation).
 json speed_probe() {
@@ -548,7 +548,7 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"dptwin-microbench: calibration microbenchmarks (one JSON document)"};
   app.add_option("--mode", a.mode,
-                 "compute: one process; comm: one rank of a launched group; speed: the 0.2 s speed probe only")
+                 "compute: one process; comm: one rank of a launched group; speed: the speed probe only")
       ->check(CLI::IsMember({"compute", "comm", "speed"}));
   app.add_option("--backend", a.backend, "comm backend (comm mode)")->check(CLI::IsMember({"gloo", "mpi"}));
   app.add_option("--threads", a.threads, "intra-op threads")->check(CLI::PositiveNumber);
