@@ -76,7 +76,7 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
                    "speed_reference", "activation",
                    "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
                    "background_loop_slowdown", "optimizer_bytes_per_param",
-                   "compute_jitter", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
+                   "compute_jitter", "rank_sync", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
   auto rate = [](const YamlNode& n) {
     const double v = n.as_flop_rate().value();
@@ -166,6 +166,26 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     p.compute_jitter = n->as_non_negative();
     if (p.compute_jitter > 0.5) n->fail("compute_jitter above 0.5 is not meaningful");
   }
+  if (auto n = node.find("rank_sync")) {  // [{ranks: 2, lag: 5 ms, exponent: 0.5, latency: 1.2 ms}, ...]
+    p.sync_by_ranks.clear();
+    for (const auto& e : n->items()) {
+      e.check_keys({"ranks", "lag", "exponent", "latency"});
+      DeviceProfile::SyncCost c;
+      c.ranks = e.at("ranks").as_positive_int();
+      if (!p.sync_by_ranks.empty() && c.ranks <= p.sync_by_ranks.back().ranks)
+        e.at("ranks").fail("rank_sync entries must have ascending `ranks`");
+      c.lag = e.at("lag").as_time();
+      if (c.lag.seconds() > 1.0) e.at("lag").fail("a lag above 1 s after 100 ms of compute is not meaningful");
+      if (auto x = e.find("exponent")) {
+        c.exponent = x->as_non_negative();
+        if (c.exponent > 1) x->fail("exponent above 1 (a lag growing faster than the compute) is not meaningful");
+      }
+      c.latency = e.at("latency").as_time();
+      if (c.latency.seconds() > 1.0) e.at("latency").fail("a synchronisation latency above 1 s is not meaningful");
+      p.sync_by_ranks.push_back(c);
+    }
+    if (p.sync_by_ranks.empty()) n->fail("rank_sync: an empty list");
+  }
   if (auto n = node.find("framework_reserve")) p.framework_reserve = n->as_bytes();
   if (auto n = node.find("optimizer_kernels_per_tensor")) {
     p.optimizer_kernels_per_tensor = n->as_positive_int();
@@ -206,6 +226,17 @@ DeviceProfile DeviceProfile::shared_by(int ranks) const {
   const double f = sharing_factor(ranks);
   DeviceProfile p = *this;
   if (!background_loop_by_ranks.empty()) p.background_loop_slowdown = interpolate_by_ranks(background_loop_by_ranks, ranks);
+  if (!sync_by_ranks.empty() && ranks > 1) {
+    std::vector<std::pair<int, double>> lag, exponent, latency;
+    for (const auto& c : sync_by_ranks) {
+      lag.emplace_back(c.ranks, c.lag.seconds());
+      exponent.emplace_back(c.ranks, c.exponent);
+      latency.emplace_back(c.ranks, c.latency.seconds());
+    }
+    p.sync_lag = Time::from_seconds(interpolate_by_ranks(lag, ranks));
+    p.sync_exponent = interpolate_by_ranks(exponent, ranks);
+    p.sync_latency = Time::from_seconds(interpolate_by_ranks(latency, ranks));
+  }
   if (f == 1.0) return p;
   p.matmul.slow_down(f);
   p.batched_matmul.slow_down(f);

@@ -88,6 +88,27 @@ struct DeviceProfile {
   // single figure for the machine's rank count in shared_by().
   std::vector<std::pair<int, double>> background_loop_by_ranks;
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic
+  // How ranks that time-share cores meet at a data collective, by ranks on the
+  // machine (ascending; interpolated linearly, held at the ends), measured by
+  // the comm calibration's step-skeleton probe. Identical simulated ranks reach
+  // a collective together; real ones do not: the slowest arrives after the mean
+  // one by `lag` x (W / 100 ms)^`exponent`, W the compute it ran since its
+  // previous collective (0.5: a random walk, each scheduler slice adding an
+  // independent deviation), and a collective entered from compute lasts
+  // `latency` longer than back to back (ranks asleep in it wake behind ranks
+  // that compute). shared_by() resolves sync_lag, sync_exponent and
+  // sync_latency for the machine's rank count. Empty = ranks meet without
+  // delay (GPUs, datasheet profiles).
+  struct SyncCost {
+    int ranks = 1;
+    Time lag;
+    double exponent = 0.5;
+    Time latency;
+  };
+  std::vector<SyncCost> sync_by_ranks;
+  Time sync_lag;
+  double sync_exponent = 0.5;
+  Time sync_latency;
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
   double optimizer_bytes_per_param = 96;      // eager AdamW: bytes its kernels move per fp32 parameter (priced on `memory`)
@@ -107,7 +128,8 @@ struct DeviceProfile {
   double sharing_factor(int ranks) const;
   // This profile with every compute figure (efficiency maxima, launch and step
   // overheads, host memcpy) slowed by sharing_factor(ranks).
-  // Also resolves background_loop_slowdown for `ranks` from its table.
+  // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
+  // `ranks` from their tables.
   DeviceProfile shared_by(int ranks) const;
   // The speed probe while this profile was measured (empty = not recorded).
   SpeedProbe speed_reference;
@@ -126,7 +148,8 @@ DeviceProfile default_profile(const topology::DeviceSpec& spec);
 // {table: [[work, efficiency], ...]},
 // batched_matmul, memory, launch_overhead, step_overhead, overlap_slowdown,
 // background_loop_slowdown, optimizer_bytes_per_param,
-// compute_jitter, framework_reserve, optimizer_kernels_per_tensor, host_memcpy).
+// compute_jitter, rank_sync [{ranks, lag, exponent?, latency}, ...], framework_reserve,
+// optimizer_kernels_per_tensor, host_memcpy).
 // Also: peaks and memory bandwidth measured on the target replace the
 // datasheet's (fp32_peak, fp16_peak, bf16_peak as FLOP rates, memory_bandwidth),
 // host_sharing [{ranks, factor}, ...] and ranks_share_machine.

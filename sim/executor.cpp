@@ -1,11 +1,15 @@
 #include "sim/executor.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "core/error.hpp"
 
 namespace dptwin::sim {
 
 Executor::Executor(Simulation& sim, int devices, ExecutorOptions opts)
-    : sim_(sim), devices_(devices), opts_(opts), streams_(static_cast<size_t>(devices) * 3), wait_(devices) {}
+    : sim_(sim), devices_(devices), opts_(opts), streams_(static_cast<size_t>(devices) * 3), wait_(devices),
+      compute_since_sync_(devices) {}
 
 int32_t Executor::name_id(std::string_view name) {
   auto it = name_index_.find(std::string(name));
@@ -113,9 +117,31 @@ void Executor::try_start_head(int device, StreamKind s) {
 }
 
 void Executor::member_ready(TaskId t) {
-  Collective& c = collectives_[tasks_[t].collective];
+  const int32_t cid = tasks_[t].collective;
+  Collective& c = collectives_[cid];
   if (++c.ready < static_cast<int>(c.members.size())) return;
-  Time duration = c.price ? c.price() : Time::zero();
+  Time late = Time::zero(), extra = Time::zero();
+  if (tasks_[t].category == Category::Communication) {
+    Time since = Time::zero();
+    for (TaskId m : c.members) {
+      since = std::max(since, compute_since_sync_[tasks_[m].device]);
+      compute_since_sync_[tasks_[m].device] = Time::zero();
+    }
+    if (since > Time::zero()) {
+      late = opts_.sync_lag.scaled(std::pow(since.seconds() / 0.1, opts_.sync_exponent));
+      extra = opts_.sync_latency;
+    }
+  }
+  if (late > Time::zero()) {
+    sim_.schedule_in(late, [this, cid, extra] { start_collective(cid, extra); });
+  } else {
+    start_collective(cid, extra);
+  }
+}
+
+void Executor::start_collective(int32_t cid, Time extra) {
+  Collective& c = collectives_[cid];
+  Time duration = (c.price ? c.price() : Time::zero()) + extra;
   for (TaskId m : c.members) {
     tasks_[m].duration = duration;
     wait_[tasks_[m].device] += sim_.now() - tasks_[m].ready_at;
@@ -146,6 +172,7 @@ void Executor::finish(TaskId id) {
   Task& t = tasks_[id];
   t.state = State::Done;
   t.end = sim_.now();
+  if (t.stream == StreamKind::Compute) compute_since_sync_[t.device] += t.end - t.start;
   StreamState& st = stream_of(t.device, t.stream);
   st.busy = false;
   ++st.head;

@@ -10,7 +10,9 @@
 //   * a collective starts when all its members are ready, and all members end
 //     together; its duration is priced when it starts (cached by the network);
 //   * a compute task that starts while its device's comm stream is busy is
-//     slowed by `overlap_slowdown`; compute tasks get `jitter` noise.
+//     slowed by `overlap_slowdown`; compute tasks get `jitter` noise;
+//   * a data collective entered after compute starts late and lasts longer by
+//     the options' synchronisation costs (ranks time-sharing cores).
 // Tasks may be added while the simulation runs (Horovod's background loop
 // does), and callbacks run when a task finishes.
 //
@@ -37,6 +39,15 @@ struct ExecutorOptions {
   double overlap_slowdown = 0.0;  // compute slowdown while the device's comm stream is busy
   double jitter = 0.0;            // relative std-dev of compute task durations
   double background_slowdown = 0.0;  // compute slowdown at all times (a framework thread shares the cores)
+  // Ranks meeting at a data collective (Category::Communication) entered after
+  // compute: it starts `sync_lag` x (W / 100 ms)^`sync_exponent` after its last
+  // member is ready, W the most compute a member ran since its previous data
+  // collective (the slowest real rank's lag behind identical simulated ones),
+  // and lasts `sync_latency` longer than its price. Negotiation collectives
+  // are exempt (control traffic of a background thread).
+  Time sync_lag;
+  double sync_exponent = 0.5;
+  Time sync_latency;
 };
 
 class Executor {
@@ -125,6 +136,7 @@ class Executor {
   void start(TaskId t);
   void finish(TaskId t);
   void member_ready(TaskId t);
+  void start_collective(int32_t collective, Time extra);
 
   Simulation& sim_;
   int devices_;
@@ -137,6 +149,7 @@ class Executor {
   std::vector<std::string> names_;
   std::unordered_map<std::string, int32_t> name_index_;
   std::vector<Time> wait_;
+  std::vector<Time> compute_since_sync_;  // per device: compute finished since its last data collective
   std::vector<std::pair<int, StreamKind>> scratch_;
 };
 

@@ -63,6 +63,9 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   ExecutorOptions eo;
   eo.overlap_slowdown = ctx.prof->overlap_slowdown;
   eo.jitter = ctx.prof->compute_jitter;
+  eo.sync_lag = ctx.prof->sync_lag;
+  eo.sync_exponent = ctx.prof->sync_exponent;
+  eo.sync_latency = ctx.prof->sync_latency;
   const bool horovod = ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp;
   // Horovod's background loop wakes every cycle on every rank, busy or not.
   if (horovod && ctx.world() > 1) eo.background_slowdown = ctx.prof->background_loop_slowdown;

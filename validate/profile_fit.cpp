@@ -433,6 +433,7 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
   if (solo) sharing[1] = 1.0;
   double overlap = -1;
   std::map<int, double> loop_by_ranks;
+  std::map<int, sim::DeviceProfile::SyncCost> sync_by_ranks;
   int overlap_ranks = 1 << 30;
   rep.profile.network.clear();
   auto topo_for = [&](int n) { return topology::build_topology(cluster, n); };
@@ -463,6 +464,41 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
       diag["background_loop_probe"][std::to_string(n)] = num(h, "slowdown");
       loop_by_ranks[n] = std::clamp(num(h, "slowdown"), 0.0, 10.0);
       diag["negotiation_probe_s"][std::to_string(n)] = num(h, "negotiation_s");
+    }
+    if (doc.contains("sync") && n > 1) {
+      // The step-skeleton probe (exec/microbench: bench_sync), two burst lengths.
+      // The simulator delays a data collective entered from compute by
+      // lag x (W / 100 ms)^0.5 (a random walk: each scheduler slice adds an
+      // independent deviation; the exponent the two bursts imply is only
+      // recorded, two noisy medians cannot pin it) and adds `latency` to it.
+      // In the skeleton two of its three collectives follow compute (the mask
+      // broadcast the optimizer stand-in, the allreduce the burst), so
+      // `latency` is half the skeleton's extra time over the same collectives
+      // alone.
+      const json& y = doc.at("sync");
+      if (!y.contains("skeletons") || !y.at("skeletons").is_array() || y.at("skeletons").empty())
+        bad("a sync probe without skeletons");
+      double lag = 0, latency = 0;
+      std::vector<std::pair<double, double>> bursts;  // (burst, skew)
+      for (const json& k : y.at("skeletons")) {
+        const double burst = num(k, "burst_s"), skew = std::max(0.0, num(k, "arrival_skew_s"));
+        if (burst <= 0) bad("a sync skeleton with a non-positive burst");
+        lag += skew * std::sqrt(0.1 / burst);
+        latency += std::max(0.0, num(k, "extra_s")) / 2.0;
+        bursts.emplace_back(burst, skew);
+      }
+      const double m = static_cast<double>(bursts.size());
+      sim::DeviceProfile::SyncCost c;
+      c.ranks = n;
+      c.lag = Time::from_seconds(std::min(lag / m, 1.0));
+      c.exponent = 0.5;
+      c.latency = Time::from_seconds(std::min(latency / m, 1.0));
+      sync_by_ranks[n] = c;
+      diag["sync_probe"][std::to_string(n)] = y;
+      if (bursts.size() >= 2 && bursts.front().second > 0 && bursts.back().second > 0 &&
+          bursts.back().first != bursts.front().first)
+        diag["sync_probe_exponent"][std::to_string(n)] =
+            std::log(bursts.back().second / bursts.front().second) / std::log(bursts.back().first / bursts.front().first);
     }
     if (n < 2) continue;
     const topology::Topology topo = topo_for(n);
@@ -514,6 +550,12 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     p.background_loop_slowdown = p.background_loop_by_ranks.front().second;
   }
   diag["background_loop_slowdown"] = p.background_loop_slowdown;
+  p.sync_by_ranks.clear();
+  for (const auto& [n, c] : sync_by_ranks) {
+    p.sync_by_ranks.push_back(c);
+    diag["rank_sync"].push_back(
+        {{"ranks", n}, {"lag_s", c.lag.seconds()}, {"exponent", c.exponent}, {"latency_s", c.latency.seconds()}});
+  }
   diag["host_sharing"] = json::array();
   for (auto [r, f] : p.host_sharing) diag["host_sharing"].push_back({{"ranks", r}, {"factor", f}});
   return rep;
@@ -562,6 +604,12 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   } else {
     y += "  background_loop_slowdown:   # by ranks on the machine\n";
     for (auto [r, x] : p.background_loop_by_ranks) y += fmt::format("    - {{ranks: {}, slowdown: {:.4g}}}\n", r, x);
+  }
+  if (!p.sync_by_ranks.empty()) {
+    y += "  rank_sync:   # the slowest rank's lag after 100 ms of compute, its growth, extra collective latency\n";
+    for (const auto& c : p.sync_by_ranks)
+      y += fmt::format("    - {{ranks: {}, lag: {}, exponent: {:.3g}, latency: {}}}\n", c.ranks, fmt_time(c.lag), c.exponent,
+                       fmt_time(c.latency));
   }
   y += fmt::format("  optimizer_kernels_per_tensor: {}\n", p.optimizer_kernels_per_tensor);
   y += fmt::format("  optimizer_bytes_per_param: {:.4g}\n", p.optimizer_bytes_per_param);

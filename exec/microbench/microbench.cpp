@@ -17,7 +17,10 @@
 //                   broadcast) by size; compute while all N ranks compute at once
 //                   (core sharing); compute while an allreduce is in flight
 //                   (overlap slowdown); compute while a Horovod-style background
-//                   loop negotiates every 1 ms (loop slowdown). Rank 0 writes the document.
+//                   loop negotiates every 1 ms (loop slowdown); the step
+//                   skeleton (bench_sync: how ranks meet at collectives after
+//                   compute). Rank 0 writes the document.
+//   --mode sync     the step skeleton alone (one rank of a launched group).
 // Every figure is the median of repetitions after a warm-up; the number of
 // repetitions adapts to a time budget per case (the same on every rank).
 // Threads per rank are pinned: OMP/OPENBLAS/MKL_NUM_THREADS and
@@ -436,8 +439,122 @@ void bench_horovod_loop(const Args& a, RankCtx& c, json& doc) {
                              median(ratios), neg["seconds"].get<double>() * 1e6);
 }
 
+// One training step's synchronisation skeleton without a model, as the
+// data-parallel strategies meet it every step: two buffer broadcasts from rank 0
+// (8 KiB, then 8 bytes: DDP's mask and scalar buffers before every forward), a
+// compute burst (the forward/backward stand-in), the gradient allreduce
+// entered straight from it (no barrier: each rank arrives when its burst ends),
+// then a short elementwise phase (the optimizer stand-in). Per iteration and
+// rank it records when each collective was entered and left; rank 0 reports
+// how late the last rank reaches the allreduce after the mean one (the arrival
+// skew) and how long each collective lasts after its last member entered it,
+// next to the same three collectives timed alone in the same iteration (after
+// a barrier, so that drifts of the machine's speed cancel out). Two burst
+// lengths (3 and 12 matmuls), so that the fit sees how the skew grows with the
+// compute between two meetings. Ranks on one host share steady_clock.
+void bench_sync(RankCtx& c, json& doc) {
+  torch::NoGradGuard ng;
+  const int n = c.size;
+  auto A = torch::randn({256, 768}), B = torch::randn({768, 768});
+  auto x = torch::randn({1 << 19}), y = torch::randn({1 << 19});
+  auto t1 = torch::zeros({1});
+  auto mask = torch::ones({2048});     // 8 KiB
+  auto scalar = torch::ones({2});      // 8 B
+  auto grad = torch::ones({1 << 17});  // 512 KiB
+  auto optimizer = [&] { x.add_(y, 1e-3); };
+  json& s = doc["sync"];
+  s = {{"ranks", n}, {"mask_bytes", 8192}, {"scalar_bytes", 8}, {"grad_bytes", 512 * 1024}};
+  auto now = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+  constexpr int kCols = 11;
+  for (const auto& [matmuls, iters] : {std::pair{3, 20}, std::pair{12, 12}}) {
+    auto burst = [&, matmuls = matmuls] {
+      for (int i = 0; i < matmuls; ++i) auto z = torch::matmul(A, B);
+      for (int i = 0; i < 200; ++i) t1.add_(1.0);
+    };
+    constexpr int kWarm = 3;
+    auto rec = torch::zeros({iters, kCols}, torch::kFloat64);
+    auto acc = rec.accessor<double, 2>();
+    burst();
+    c.comm->barrier()->wait(kTimeout);
+    for (int it = 0; it < kWarm + iters; ++it) {
+      std::array<double, kCols> t{};
+      t[0] = now();
+      c.comm->broadcast(mask, 0)->wait(kTimeout);
+      t[1] = now();
+      c.comm->broadcast(scalar, 0)->wait(kTimeout);
+      t[2] = now();
+      burst();
+      t[3] = now();
+      c.comm->allreduce(grad)->wait(kTimeout);
+      t[4] = now();
+      optimizer();
+      t[5] = now();
+      // The same collectives alone: ranks enter each together, none computing.
+      c.comm->barrier()->wait(kTimeout);
+      t[6] = now();
+      c.comm->broadcast(mask, 0)->wait(kTimeout);
+      t[7] = now();
+      c.comm->broadcast(scalar, 0)->wait(kTimeout);
+      t[8] = now();
+      c.comm->barrier()->wait(kTimeout);
+      t[9] = now();
+      c.comm->allreduce(grad)->wait(kTimeout);
+      t[10] = now();
+      if (it >= kWarm)
+        for (int k = 0; k < kCols; ++k) acc[it - kWarm][k] = t[k];
+    }
+    auto all = torch::empty({n * iters * kCols}, torch::kFloat64);
+    c.comm->allgather(rec.reshape({-1}), all)->wait(kTimeout);
+    auto gathered = all.reshape({n, iters, kCols});
+    auto ga = gathered.accessor<double, 3>();
+    auto last = [&](int i, int k) {
+      double m = ga[0][i][k];
+      for (int r = 1; r < n; ++r) m = std::max(m, ga[r][i][k]);
+      return m;
+    };
+    std::vector<double> mask_after, scalar_after, grad_after, mask_alone, scalar_alone, grad_alone, extra, skew, burst_s;
+    for (int i = 0; i < iters; ++i) {
+      double mean_arrival = 0, mean_burst = 0;
+      for (int r = 0; r < n; ++r) {
+        mean_arrival += ga[r][i][3] / n;
+        mean_burst += (ga[r][i][3] - ga[r][i][2]) / n;
+      }
+      mask_after.push_back(last(i, 1) - last(i, 0));
+      scalar_after.push_back(last(i, 2) - last(i, 1));
+      grad_after.push_back(last(i, 4) - last(i, 3));
+      mask_alone.push_back(last(i, 7) - last(i, 6));
+      scalar_alone.push_back(last(i, 8) - last(i, 7));
+      grad_alone.push_back(last(i, 10) - last(i, 9));
+      extra.push_back(mask_after.back() + scalar_after.back() + grad_after.back() - mask_alone.back() -
+                      scalar_alone.back() - grad_alone.back());
+      skew.push_back(last(i, 3) - mean_arrival);
+      burst_s.push_back(mean_burst);
+    }
+    const json k = {{"matmuls", matmuls},
+                    {"iterations", iters},
+                    {"burst_s", median(burst_s)},
+                    {"arrival_skew_s", median(skew)},
+                    {"mask_broadcast_after_s", median(mask_after)},
+                    {"scalar_broadcast_after_s", median(scalar_after)},
+                    {"grad_allreduce_after_s", median(grad_after)},
+                    {"mask_broadcast_alone_s", median(mask_alone)},
+                    {"scalar_broadcast_alone_s", median(scalar_alone)},
+                    {"grad_allreduce_alone_s", median(grad_alone)},
+                    {"extra_s", median(extra)}};
+    s["skeletons"].push_back(k);
+    if (c.rank == 0)
+      std::cerr << fmt::format(
+          "  sync skeleton ({} ranks, {} matmuls): burst {:.2f} ms, arrival skew {:.2f} ms; after the last arrival "
+          "(alone): mask bcast {:.2f} ({:.2f}), scalar bcast {:.2f} ({:.2f}), allreduce {:.2f} ({:.2f}) ms; extra {:.2f} ms\n",
+          n, matmuls, median(burst_s) * 1e3, median(skew) * 1e3, median(mask_after) * 1e3, median(mask_alone) * 1e3,
+          median(scalar_after) * 1e3, median(scalar_alone) * 1e3, median(grad_after) * 1e3, median(grad_alone) * 1e3,
+          median(extra) * 1e3);
+  }
+}
+
 void bench_comm(const Args& a, RankCtx& c, json& doc) {
   json& rows = doc["collectives"] = json::array();
+  if (a.mode == "sync") return bench_sync(c, doc);
   std::vector<double> sizes;
   for (double b = a.min_bytes; b <= a.max_bytes * 1.0001; b *= 4) sizes.push_back(b);
   const int n = c.size;
@@ -534,6 +651,7 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
                       {"comm_alone_s", comm_s}, {"matmuls", k}};
   }
   if (n > 1) bench_horovod_loop(a, c, doc);
+  if (n > 1) bench_sync(c, doc);
 }
 
 int env_int(const char* a, const char* b, int dflt) {
@@ -548,8 +666,8 @@ int main(int argc, char** argv) {
   Args a;
   CLI::App app{"dptwin-microbench: calibration microbenchmarks (one JSON document)"};
   app.add_option("--mode", a.mode,
-                 "compute: one process; comm: one rank of a launched group; speed: the speed probe only")
-      ->check(CLI::IsMember({"compute", "comm", "speed"}));
+                 "compute: one process; comm: one rank of a launched group; speed: the speed probe only; sync: the comm group's step-skeleton probe only")
+      ->check(CLI::IsMember({"compute", "comm", "speed", "sync"}));
   app.add_option("--backend", a.backend, "comm backend (comm mode)")->check(CLI::IsMember({"gloo", "mpi"}));
   app.add_option("--threads", a.threads, "intra-op threads")->check(CLI::PositiveNumber);
   app.add_option("--budget-s", a.budget_s, "seconds of repetitions per case")->check(CLI::PositiveNumber);
@@ -577,7 +695,7 @@ int main(int argc, char** argv) {
       bench_compute(a, doc);
     } else if (a.mode == "speed") {
       doc["speed"] = speed_probe();
-    } else {
+    } else {  // comm, sync
       RankCtx c;
       if (a.backend == "mpi") {
         if (!dptwin::exec::mpi_available()) throw std::runtime_error("this build has no MPI");

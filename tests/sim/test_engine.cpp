@@ -87,7 +87,9 @@ TEST_CASE("a collective starts when its last member is ready and ends together")
 
 TEST_CASE("compute overlapping running communication is slowed") {
   Simulation sim;
-  Executor ex(sim, 1, ExecutorOptions{0.5, 0.0});
+  ExecutorOptions o;
+  o.overlap_slowdown = 0.5;
+  Executor ex(sim, 1, o);
   int32_t n = ex.name_id("x");
   ex.add_task(0, StreamKind::Comm, Category::Communication, Time::us(100), n);
   TaskId c = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::us(10), n);
@@ -112,4 +114,58 @@ TEST_CASE("tasks added from a finish callback run, and late dependencies hold") 
   // `later` was queued behind `d` on the comm stream.
   CHECK(ex.start_of(later) == Time::us(8));
   CHECK(ex.end_of(later) == Time::us(9));
+}
+
+TEST_CASE("a data collective entered after compute starts after the slowest rank's lag and lasts longer") {
+  Simulation sim;
+  ExecutorOptions o;
+  o.sync_lag = Time::ms(2);  // after 100 ms of compute
+  o.sync_exponent = 0.5;
+  o.sync_latency = Time::us(300);
+  Executor ex(sim, 2, o);
+  int32_t n = ex.name_id("x");
+  TaskId c0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(400), n);
+  TaskId c1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(300), n);
+  auto one_ms = [] { return Time::ms(1); };
+  auto first = ex.add_collective({0, 1}, Category::Communication, n, {{c0}, {c1}}, 1e6, one_ms);
+  // Straight after the first: no compute in between, so no lag and no latency.
+  auto second = ex.add_collective({0, 1}, Category::Communication, n, {{first[0]}, {first[1]}}, 1e6, one_ms);
+  sim.run();
+  // The most compute since the last meeting is 400 ms: lag 2 ms x sqrt(4) = 4 ms.
+  CHECK(ex.start_of(first[0]).seconds() == doctest::Approx(0.404));
+  CHECK((ex.end_of(first[0]) - ex.start_of(first[0])).seconds() == doctest::Approx(0.0013));
+  CHECK(ex.start_of(second[0]) == ex.end_of(first[0]));
+  CHECK((ex.end_of(second[0]) - ex.start_of(second[0])).seconds() == doctest::Approx(0.001));
+  // The lag is waiting time of every member; device 1 also waited for device 0's longer compute.
+  CHECK(ex.collective_wait(0).seconds() == doctest::Approx(0.004));
+  CHECK(ex.collective_wait(1).seconds() == doctest::Approx(0.104));
+}
+
+TEST_CASE("negotiation collectives and executors without synchronisation costs meet without delay") {
+  for (bool costs : {true, false}) {
+    Simulation sim;
+    ExecutorOptions o;
+    if (costs) {
+      o.sync_lag = Time::ms(2);
+      o.sync_latency = Time::us(300);
+    }
+    Executor ex(sim, 2, o);
+    int32_t n = ex.name_id("x");
+    TaskId c0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(100), n);
+    TaskId c1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(100), n);
+    auto neg = ex.add_collective({0, 1}, Category::Negotiation, n, {{c0}, {c1}}, 64, [] { return Time::ms(1); });
+    sim.run();
+    CHECK(ex.start_of(neg[0]).seconds() == doctest::Approx(0.1));
+    CHECK(ex.end_of(neg[0]).seconds() == doctest::Approx(0.101));
+    if (costs) continue;
+    // Without options a data collective after compute is not delayed either.
+    Simulation sim2;
+    Executor ex2(sim2, 2, ExecutorOptions{});
+    const int32_t m = ex2.name_id("y");
+    TaskId d0 = ex2.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(100), m);
+    TaskId d1 = ex2.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(100), m);
+    auto data = ex2.add_collective({0, 1}, Category::Communication, m, {{d0}, {d1}}, 64, [] { return Time::ms(1); });
+    sim2.run();
+    CHECK(ex2.end_of(data[0]).seconds() == doctest::Approx(0.101));
+  }
 }

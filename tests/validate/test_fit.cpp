@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/error.hpp"
 #include "models/workload.hpp"
 #include "topology/cluster.hpp"
 #include "validate/profile_fit.hpp"
@@ -153,4 +154,42 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   // O1 linear: per-GEMM rate 60 GFLOP/s against the fitted bf16 peak.
   REQUIRE_FALSE(p.matmul_o1.table.empty());
   CHECK(1e8 / (p.spec.bf16_peak.value() * p.matmul_o1.at(1e8)) == doctest::Approx(1e8 / 60e9).epsilon(0.01));
+}
+
+TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
+  using nlohmann::json;
+  json compute = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}, {"threads", 1},
+                  {"dispatch", {{"plain_s", 1e-6}, {"backward_chain_s", 2e-6}, {"backward_fixed_s", 1e-5}}}};
+  json rows = json::array();
+  for (double f : {1e6, 1e7, 1e8, 1e9}) rows.push_back({{"op", "matmul"}, {"dtype", "fp32"}, {"flops", f}, {"seconds", f / 50e9 + 1e-6}});
+  for (double b : {1e4, 1e5, 1e6, 1e7}) rows.push_back({{"op", "elementwise"}, {"dtype", "fp32"}, {"bytes", b}, {"seconds", b / 10e9 + 1e-6}});
+  compute["compute"] = rows;
+  json comm = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", 4}, {"threads", 1}};
+  comm["collectives"] = json::array();
+  for (const char* kind : {"allreduce", "broadcast"})
+    for (double b : {4096.0, 65536.0, 1048576.0})
+      comm["collectives"].push_back({{"kind", kind}, {"backend", "gloo"}, {"ranks", 4}, {"bytes", b}, {"seconds", 1e-4 + b / 1e9}});
+  // Skew 5 ms after a 25 ms burst and 10 ms after 100 ms: 10 ms after 100 ms on
+  // the random-walk law for both (their implied exponent is 0.5 too); extra
+  // time over the collectives alone 8 and 12 ms, two collectives after compute each.
+  comm["sync"] = {{"ranks", 4},
+                  {"skeletons",
+                   {{{"matmuls", 3}, {"burst_s", 0.025}, {"arrival_skew_s", 0.005}, {"extra_s", 0.008}},
+                    {{"matmuls", 12}, {"burst_s", 0.1}, {"arrival_skew_s", 0.01}, {"extra_s", 0.012}}}}};
+  const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
+  const FitReport r = fit_profile(compute, {comm}, "gloo", cluster);
+  REQUIRE(r.profile.sync_by_ranks.size() == 1);
+  const auto& c = r.profile.sync_by_ranks[0];
+  CHECK(c.ranks == 4);
+  CHECK(c.lag.seconds() == doctest::Approx(0.010));
+  CHECK(c.exponent == doctest::Approx(0.5));
+  CHECK(c.latency.seconds() == doctest::Approx(0.005));
+  CHECK(r.diagnostics["sync_probe_exponent"]["4"].get<double>() == doctest::Approx(0.5));
+  // Resolved for the rank count: nothing for one rank.
+  CHECK(r.profile.shared_by(4).sync_lag.seconds() == doctest::Approx(0.010));
+  CHECK(r.profile.shared_by(1).sync_lag == Time::zero());
+  CHECK(r.profile.shared_by(1).sync_latency == Time::zero());
+  // A probe without skeletons is a malformed document.
+  comm["sync"] = {{"ranks", 4}};
+  CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);
 }

@@ -202,6 +202,30 @@ TEST_CASE("background_loop_slowdown by ranks: round trip, and shared_by resolves
                   InputError);
 }
 
+TEST_CASE("rank_sync by ranks: round trip, interpolation, and refusals") {
+  sim::DeviceProfile p = sample_profile();
+  p.sync_by_ranks = {{2, Time::ms(4), 0.5, Time::ms(1)}, {4, Time::ms(12), 0.7, Time::ms(5)}};
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  REQUIRE(q.sync_by_ranks.size() == 2);
+  CHECK(q.sync_by_ranks[1].exponent == doctest::Approx(0.7));
+  CHECK(q.shared_by(2).sync_lag.seconds() == doctest::Approx(0.004));
+  CHECK(q.shared_by(3).sync_lag.seconds() == doctest::Approx(0.008));
+  CHECK(q.shared_by(3).sync_exponent == doctest::Approx(0.6));
+  CHECK(q.shared_by(3).sync_latency.seconds() == doctest::Approx(0.003));
+  CHECK(q.shared_by(8).sync_latency.seconds() == doctest::Approx(0.005));
+  CHECK(q.shared_by(1).sync_lag == Time::zero());
+  // The exponent defaults to the random walk's 0.5.
+  sim::DeviceProfile r = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string("device: {rank_sync: [{ranks: 2, lag: 3 ms, latency: 0.5 ms}]}\n", "s.yaml"), r);
+  CHECK(r.shared_by(2).sync_exponent == doctest::Approx(0.5));
+  CHECK(r.shared_by(2).sync_lag.seconds() == doctest::Approx(0.003));
+  for (const char* bad : {"device: {rank_sync: [{ranks: 4, lag: 3 ms, latency: 1 ms}, {ranks: 2, lag: 1 ms, latency: 1 ms}]}\n",
+                          "device: {rank_sync: [{ranks: 2, lag: 3 ms, exponent: 1.5, latency: 1 ms}]}\n",
+                          "device: {rank_sync: [{ranks: 2, latency: 1 ms}]}\n", "device: {rank_sync: []}\n"})
+    CHECK_THROWS_AS(sim::apply_profile_document(load_yaml_string(bad, "b.yaml"), r), InputError);
+}
+
 TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   sim::DeviceProfile p = sample_profile();
   p.matmul_o1.table = {{1e6, 0.4}, {1e9, 0.4}};
