@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -177,10 +178,16 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
   const sim::SpeedProbe ref = point.profile.speed_reference;
   if (!now.empty() && !ref.empty()) {
     out.predicted_uncompensated_step_s = sim::simulate_point(point).step_time_s.value_or(0.0);
-    out.speed = {{"matmul", now.matmul_s / ref.matmul_s},
-                 {"elementwise", now.elementwise_s / ref.elementwise_s},
-                 {"dispatch", now.dispatch_s / ref.dispatch_s}};
-    point.profile = point.profile.at_speed(now);
+    // Probed by as many processes as the case has ranks: their slowdown
+    // includes the core sharing that the simulator applies itself
+    // (host_sharing), so the speed relative to the reference is divided by it.
+    const double f = point.profile.sharing_factor(c.ranks);
+    const sim::SpeedProbe at{now.matmul_s / f, now.elementwise_s / f, now.dispatch_s / f};
+    out.speed = {{"matmul", at.matmul_s / ref.matmul_s},
+                 {"elementwise", at.elementwise_s / ref.elementwise_s},
+                 {"dispatch", at.dispatch_s / ref.dispatch_s},
+                 {"probe_processes", c.ranks}};
+    point.profile = point.profile.at_speed(at);
   }
   sim::PointResult r = sim::simulate_point(point);
   if (r.status != "ok" || !r.step_time_s) {
@@ -232,25 +239,44 @@ std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const Val
   return specs;
 }
 
-// The speed probe now (empty when off or when it fails: the prediction is then uncompensated).
-sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o) {
+// The speed probe now, run by `ranks` processes at once as the case's ranks will
+// run (each sees the cores as shared as the case will find them); the median
+// over the processes of each figure. Empty when off or when it fails: the
+// prediction is then uncompensated.
+sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o, int ranks) {
   if (o.speed_probe.empty()) return {};
-  const fs::path path = fs::temp_directory_path() / fmt::format("dptwin-speed-{}.json", ::getpid());
-  exec::ProcessSpec s;
-  s.argv = {o.speed_probe, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", path.string()};
-  s.label = "dptwin-microbench --mode speed";
-  exec::GroupOutcome g = exec::run_process_group({s}, 60);
-  sim::SpeedProbe p;
-  if (g.ok && fs::exists(path)) {
-    try {
-      std::ifstream f(path);
-      const json sp = json::parse(f).at("speed");
-      p = {sp.at("matmul_s").get<double>(), sp.at("elementwise_s").get<double>(), sp.at("dispatch_s").get<double>()};
-    } catch (const std::exception&) {
-      p = {};
-    }
+  std::vector<exec::ProcessSpec> specs;
+  std::vector<fs::path> paths;
+  for (int r = 0; r < std::max(1, ranks); ++r) {
+    paths.push_back(fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r));
+    exec::ProcessSpec s;
+    s.argv = {o.speed_probe, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", paths.back().string()};
+    s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, ranks);
+    specs.push_back(std::move(s));
   }
-  fs::remove(path);
+  exec::GroupOutcome g = exec::run_process_group(specs, 60);
+  std::vector<double> mm, el, di;
+  for (const auto& path : paths) {
+    if (g.ok && fs::exists(path)) {
+      try {
+        std::ifstream f(path);
+        const json sp = json::parse(f).at("speed");
+        mm.push_back(sp.at("matmul_s").get<double>());
+        el.push_back(sp.at("elementwise_s").get<double>());
+        di.push_back(sp.at("dispatch_s").get<double>());
+      } catch (const std::exception&) {
+      }
+    }
+    fs::remove(path);
+  }
+  sim::SpeedProbe p;
+  if (mm.size() == paths.size()) {
+    auto med = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    };
+    p = {med(mm), med(el), med(di)};
+  }
   if (p.empty() && o.log) o.log("note: the speed probe failed; this prediction is not drift-compensated");
   return p;
 }
@@ -262,10 +288,12 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   if (!o.out_dir.empty()) fs::create_directories(fs::path(o.out_dir) / "runs");
   const size_t n = m.cases.size();
   std::vector<CaseOutcome> out(n);
-  const sim::SpeedProbe now = o.predict_only ? probe_speed(m, o) : sim::SpeedProbe{};
+  std::map<int, sim::SpeedProbe> now;  // predict-only: one probe per rank count, taken now
   for (size_t i = 0; i < n; ++i) {
     out[i].c = m.cases[i];
-    predict(m, m.cases[i], o.profile, out[i], now);
+    const int ranks = m.cases[i].ranks;
+    if (o.predict_only && !o.speed_probe.empty() && !now.count(ranks)) now[ranks] = probe_speed(m, o, ranks);
+    predict(m, m.cases[i], o.profile, out[i], o.predict_only ? now[ranks] : sim::SpeedProbe{});
   }
   auto log_case = [&](size_t i, const std::string& round, const CaseOutcome& co) {
     if (!o.log) return;
@@ -300,7 +328,7 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       fs::remove(result);
       // Each run is predicted at the machine's speed measured just before it.
       CaseOutcome run = co;
-      if (!o.speed_probe.empty()) predict(m, c, o.profile, run, probe_speed(m, o));
+      if (!o.speed_probe.empty()) predict(m, c, o.profile, run, probe_speed(m, o, c.ranks));
       // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
       const int port = m.netns.port + (run_counter++ % 500);
       exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port), o.case_timeout_s);

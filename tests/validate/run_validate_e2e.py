@@ -63,10 +63,13 @@ with tempfile.TemporaryDirectory() as tmp:
                 # breakage (a factor of 3), the accuracy targets are checked by `dptwin validate`.
                 check(abs(c["error_pct"]) < 200, "%s: predicted within a factor of 3 (%.1f%%)" % (c["label"], c["error_pct"]))
                 # Drift compensation: each run predicted at the speed probed just before it.
-                ratio = c.get("speed_ratio") or {}
+                # The probe runs on as many processes as the case has ranks.
+                ratio = dict(c.get("speed_ratio") or {})
+                procs = ratio.pop("probe_processes", None)
                 check(set(ratio) == {"matmul", "elementwise", "dispatch"} and all(0 < x < 100 for x in ratio.values())
-                      and c.get("predicted_uncompensated_step_s", 0) > 0,
-                      "%s: speed ratios and the uncompensated prediction recorded (%s)" % (c["label"], ratio))
+                      and c.get("predicted_uncompensated_step_s", 0) > 0 and procs == c["labels"]["ranks"],
+                      "%s: speed ratios (probe on %s processes) and the uncompensated prediction recorded (%s)"
+                      % (c["label"], procs, ratio))
             off = os.path.join(tmp, "off")
             r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--predict-only", "--microbench", microbench,
                                 "--out", off], capture_output=True, text=True, timeout=120)
