@@ -91,9 +91,10 @@ struct DeviceProfile {
   // How ranks that time-share cores meet at a data collective, by ranks on the
   // machine (ascending; interpolated linearly, held at the ends), measured by
   // the comm calibration's step-skeleton probe. Identical simulated ranks reach
-  // a collective together; real ones do not: the slowest arrives after the mean
-  // one by `lag` x (W / 100 ms)^`exponent`, W the compute it ran since its
-  // previous collective (0.5: a random walk, each scheduler slice adding an
+  // a collective together; real ones do not: where they meet (no member
+  // computing) the slowest arrives after the mean one by `lag` x
+  // (W / 100 ms)^`exponent`, W the compute since the previous meeting
+  // (0.5: a random walk, each scheduler slice adding an
   // independent deviation), and a collective entered from compute lasts
   // `latency` longer than back to back (ranks asleep in it wake behind ranks
   // that compute). shared_by() resolves sync_lag, sync_exponent and

@@ -9,7 +9,7 @@ namespace dptwin::sim {
 
 Executor::Executor(Simulation& sim, int devices, ExecutorOptions opts)
     : sim_(sim), devices_(devices), opts_(opts), streams_(static_cast<size_t>(devices) * 3), wait_(devices),
-      compute_since_sync_(devices) {}
+      compute_since_sync_(devices), compute_since_meeting_(devices) {}
 
 int32_t Executor::name_id(std::string_view name) {
   auto it = name_index_.find(std::string(name));
@@ -122,14 +122,23 @@ void Executor::member_ready(TaskId t) {
   if (++c.ready < static_cast<int>(c.members.size())) return;
   Time late = Time::zero(), extra = Time::zero();
   if (tasks_[t].category == Category::Communication) {
-    Time since = Time::zero();
+    // Ranks meet (their training threads wait for each other) when no member
+    // is computing; a collective that overlaps compute (a DDP bucket or a
+    // Horovod allreduce during backward) realigns nobody.
+    bool meeting = true;
+    Time since_meeting = Time::zero(), since_collective = Time::zero();
     for (TaskId m : c.members) {
-      since = std::max(since, compute_since_sync_[tasks_[m].device]);
-      compute_since_sync_[tasks_[m].device] = Time::zero();
+      const int d = tasks_[m].device;
+      meeting = meeting && !stream_of(d, StreamKind::Compute).busy;
+      since_meeting = std::max(since_meeting, compute_since_meeting_[d]);
+      since_collective = std::max(since_collective, compute_since_sync_[d]);
+      compute_since_sync_[d] = Time::zero();
     }
-    if (since > Time::zero()) {
-      late = opts_.sync_lag.scaled(std::pow(since.seconds() / 0.1, opts_.sync_exponent));
-      extra = opts_.sync_latency;
+    if (since_collective > Time::zero()) extra = opts_.sync_latency;
+    if (meeting) {
+      for (TaskId m : c.members) compute_since_meeting_[tasks_[m].device] = Time::zero();
+      if (since_meeting > Time::zero())
+        late = opts_.sync_lag.scaled(std::pow(since_meeting.seconds() / 0.1, opts_.sync_exponent));
     }
   }
   if (late > Time::zero()) {
@@ -172,7 +181,10 @@ void Executor::finish(TaskId id) {
   Task& t = tasks_[id];
   t.state = State::Done;
   t.end = sim_.now();
-  if (t.stream == StreamKind::Compute) compute_since_sync_[t.device] += t.end - t.start;
+  if (t.stream == StreamKind::Compute) {
+    compute_since_sync_[t.device] += t.end - t.start;
+    compute_since_meeting_[t.device] += t.end - t.start;
+  }
   StreamState& st = stream_of(t.device, t.stream);
   st.busy = false;
   ++st.head;

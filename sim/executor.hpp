@@ -11,8 +11,9 @@
 //     together; its duration is priced when it starts (cached by the network);
 //   * a compute task that starts while its device's comm stream is busy is
 //     slowed by `overlap_slowdown`; compute tasks get `jitter` noise;
-//   * a data collective entered after compute starts late and lasts longer by
-//     the options' synchronisation costs (ranks time-sharing cores).
+//   * a data collective entered after compute lasts longer, and one where the
+//     ranks meet (no member computing) starts late, by the options'
+//     synchronisation costs (ranks time-sharing cores).
 // Tasks may be added while the simulation runs (Horovod's background loop
 // does), and callbacks run when a task finishes.
 //
@@ -39,12 +40,14 @@ struct ExecutorOptions {
   double overlap_slowdown = 0.0;  // compute slowdown while the device's comm stream is busy
   double jitter = 0.0;            // relative std-dev of compute task durations
   double background_slowdown = 0.0;  // compute slowdown at all times (a framework thread shares the cores)
-  // Ranks meeting at a data collective (Category::Communication) entered after
-  // compute: it starts `sync_lag` x (W / 100 ms)^`sync_exponent` after its last
-  // member is ready, W the most compute a member ran since its previous data
-  // collective (the slowest real rank's lag behind identical simulated ones),
-  // and lasts `sync_latency` longer than its price. Negotiation collectives
-  // are exempt (control traffic of a background thread).
+  // Ranks meeting at a data collective (Category::Communication): one entered
+  // while no member computes (the training threads wait for each other)
+  // starts `sync_lag` x (W / 100 ms)^`sync_exponent` after its last member is
+  // ready, W the most compute a member ran since its previous such meeting (the
+  // slowest real rank's lag behind identical simulated ones; collectives that
+  // overlap compute realign nobody); every data collective with compute since
+  // the member's previous one lasts `sync_latency` longer than its price.
+  // Negotiation collectives are exempt (control traffic of a background thread).
   Time sync_lag;
   double sync_exponent = 0.5;
   Time sync_latency;
@@ -149,7 +152,8 @@ class Executor {
   std::vector<std::string> names_;
   std::unordered_map<std::string, int32_t> name_index_;
   std::vector<Time> wait_;
-  std::vector<Time> compute_since_sync_;  // per device: compute finished since its last data collective
+  std::vector<Time> compute_since_sync_;     // per device: compute finished since its last data collective
+  std::vector<Time> compute_since_meeting_;  // ... since its last data collective entered with compute idle
   std::vector<std::pair<int, StreamKind>> scratch_;
 };
 

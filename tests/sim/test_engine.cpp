@@ -169,3 +169,27 @@ TEST_CASE("negotiation collectives and executors without synchronisation costs m
     CHECK(ex2.end_of(data[0]).seconds() == doctest::Approx(0.101));
   }
 }
+
+TEST_CASE("a data collective overlapping compute realigns nobody: latency only, the lag waits for the meeting") {
+  Simulation sim;
+  ExecutorOptions o;
+  o.sync_lag = Time::ms(2);  // after 100 ms of compute
+  o.sync_latency = Time::us(300);
+  Executor ex(sim, 2, o);
+  int32_t n = ex.name_id("x");
+  auto one_ms = [] { return Time::ms(1); };
+  // 100 ms of compute, a bucket allreduced while 300 ms more compute runs, then
+  // the last bucket after all compute: the meeting sees 400 ms since the last one.
+  TaskId a0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(100), n);
+  TaskId a1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(100), n);
+  TaskId b0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(300), n, {a0});
+  TaskId b1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(300), n, {a1});
+  auto bucket = ex.add_collective({0, 1}, Category::Communication, n, {{a0}, {a1}}, 1e6, one_ms);
+  auto last = ex.add_collective({0, 1}, Category::Communication, n, {{b0}, {b1}}, 1e6, one_ms);
+  sim.run();
+  CHECK(ex.start_of(bucket[0]).seconds() == doctest::Approx(0.1));
+  CHECK(ex.end_of(bucket[0]).seconds() == doctest::Approx(0.1013));
+  // lag 2 ms x sqrt(400 / 100) = 4 ms after the compute ends at 400 ms.
+  CHECK(ex.start_of(last[0]).seconds() == doctest::Approx(0.404));
+  CHECK(ex.end_of(last[0]).seconds() == doctest::Approx(0.4053));
+}
