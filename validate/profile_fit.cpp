@@ -467,10 +467,11 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
     }
     if (doc.contains("sync") && n > 1) {
       // The step-skeleton probe (exec/microbench: bench_sync), two burst lengths.
-      // The simulator delays a data collective entered from compute by
-      // lag x (W / 100 ms)^0.5 (a random walk: each scheduler slice adds an
+      // The simulator delays a collective where the ranks meet (none
+      // computing) by lag x (W / 100 ms)^0.5 (a random walk: each scheduler slice adds an
       // independent deviation; the exponent the two bursts imply is only
-      // recorded, two noisy medians cannot pin it) and adds `latency` to it.
+      // recorded, two noisy medians cannot pin it) and adds `latency` to each
+      // collective entered from compute.
       // In the skeleton two of its three collectives follow compute (the mask
       // broadcast the optimizer stand-in, the allreduce the burst), so
       // `latency` is half the skeleton's extra time over the same collectives
