@@ -51,6 +51,9 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
       {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
+      {"--trace", "write the measured and predicted timelines of one case side by side (Chrome trace JSON)",
+       &ValidateArgs::trace},
+      {"--trace-case", "the case --trace shows (1-based, as numbered in the progress lines)", &ValidateArgs::trace_case},
   };
   return t;
 }
@@ -143,6 +146,15 @@ int run_validate(const ValidateArgs& a) {
     else std::cerr << "note: dptwin-microbench not found: predictions are not drift-compensated\n";
   }
   o.case_timeout_s = a.case_timeout_s;
+  if (!a.trace.empty()) {
+    if (a.predict_only)
+      throw InputError({"command line", 0, 0}, "--trace", "--trace needs a measured run; drop --predict-only");
+    if (a.trace_case < 1 || a.trace_case > static_cast<int>(m.cases.size()))
+      throw InputError({"command line", 0, 0}, "--trace-case",
+                       fmt::format("case {} does not exist: the matrix has cases 1..{}", a.trace_case, m.cases.size()));
+    o.trace_path = a.trace;
+    o.trace_case = a.trace_case - 1;
+  }
   o.log = log_line;
   if (a.profile.empty()) std::cerr << "note: no --profile: predictions use datasheet defaults (run dptwin calibrate)\n";
   if (!a.predict_only) raise_priority(a.nice);

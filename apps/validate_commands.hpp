@@ -44,6 +44,8 @@ struct ValidateArgs {
   std::string microbench;      // dptwin-microbench for the speed probe ("" = next to dptwin)
   double case_timeout_s = 900;
   int nice = -20;
+  std::string trace;           // side-by-side trace of one case ("" = none)
+  int trace_case = 1;          // 1-based, as in the progress lines
 };
 const std::vector<OptionRow<ValidateArgs>>& validate_table();
 // Exit 0 when every case ran (whatever the error figures), 1 when some case failed.

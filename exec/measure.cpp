@@ -5,11 +5,10 @@
 
 namespace dptwin::exec {
 
-void Recorder::reset_epoch() {
-  const auto now = std::chrono::steady_clock::now();
-  const int64_t shift = std::chrono::duration_cast<std::chrono::nanoseconds>(now - epoch_).count();
+void Recorder::set_epoch(std::chrono::steady_clock::time_point origin) {
+  const int64_t shift = std::chrono::duration_cast<std::chrono::nanoseconds>(origin - epoch_).count();
   std::lock_guard<std::mutex> lock(mu_);
-  epoch_ = now;
+  epoch_ = origin;
   for (auto& s : spans_) {
     if (s.launch_ns >= 0) s.launch_ns -= shift;
     s.start_ns -= shift;

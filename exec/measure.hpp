@@ -3,8 +3,10 @@
 // Every rank owns one Recorder. The trainer opens compute spans (forward,
 // backward, optimizer, wait, ...) with ScopedSpan; the communication layer adds
 // one span per operation (launch time, execution start and end, bytes). Times
-// are nanoseconds since the Recorder's epoch (steady clock), which the trainer
-// resets right after a start-up barrier so ranks share a common origin.
+// are nanoseconds since the Recorder's epoch (steady clock). The trainer sets
+// it after a start-up barrier: to rank 0's clock reading when every rank runs
+// on one kernel (same boot id: one steady clock, so cross-rank times are
+// exact), else to the barrier's exit (off by the barrier's release skew).
 //
 // Torch-free. Thread-safety: add()/set_step() may be called from any thread
 // (the training thread, backend completion threads, the Horovod loop).
@@ -36,8 +38,9 @@ class Recorder {
   int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count();
   }
-  // Makes "now" the origin; spans recorded before keep their (negative) times.
-  void reset_epoch();
+  // Makes "now" (or `origin`) the origin; spans recorded before are shifted alike.
+  void reset_epoch() { set_epoch(std::chrono::steady_clock::now()); }
+  void set_epoch(std::chrono::steady_clock::time_point origin);
 
   void set_step(int step) { step_.store(step, std::memory_order_relaxed); }
   int step() const { return step_.load(std::memory_order_relaxed); }

@@ -184,6 +184,7 @@ json make_result(const RunInfo& info, const std::vector<RankReport>& reports) {
           {"versions", info.versions},
           {"config", info.config},
           {"world", info.world},
+          {"clock", info.clock},
           {"parameters", info.parameters},
           {"corpus", info.corpus},
           {"warmup_steps", info.warmup_steps},

@@ -51,6 +51,9 @@ struct RunInfo {
   int64_t parameters = 0;
   std::string corpus;
   std::string versions;         // e.g. "dptwin 0.1.0, libtorch 1.13.1"
+  // The ranks' common time origin: "shared" (one kernel: rank 0's steady-clock
+  // reading, cross-rank times exact) or "barrier" (each rank's barrier exit).
+  std::string clock = "shared";
 };
 
 // Statistics of a sample (empty sample: all zero).

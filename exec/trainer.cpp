@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <thread>
 
 #include "exec/amp.hpp"
@@ -130,12 +131,47 @@ class Trainer {
     strategy_ = make_strategy(strategy_kind(o_), std::move(in));
   }
 
+  // The recorder's origin, the same instant on every rank: rank 0's steady
+  // clock reading when all ranks share its kernel (boot id), which makes the
+  // cross-rank times of the trace and comm_ops exact; otherwise each rank's
+  // exit from the barrier just passed.
+  void set_common_epoch() {
+    const auto now = std::chrono::steady_clock::now();
+    if (!comm_ || comm_->size() == 1) {
+      rec_.set_epoch(now);
+      return;
+    }
+    const int64_t boot = boot_id_hash();
+    auto t = torch::tensor({boot, static_cast<int64_t>(now.time_since_epoch().count())}, torch::kInt64);
+    comm_->set_recording(false);
+    comm_->broadcast(t, 0)->wait(comm_->timeout());
+    auto same = torch::tensor({boot != 0 && t[0].item<int64_t>() == boot ? int64_t{1} : int64_t{0}}, torch::kInt64);
+    comm_->allreduce(same, ReduceOp::Min)->wait(comm_->timeout());
+    comm_->set_recording(true);
+    if (same.item<int64_t>() == 1) {
+      rec_.set_epoch(std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(t[1].item<int64_t>())));
+    } else {
+      rec_.set_epoch(now);
+      clock_ = "barrier";
+    }
+  }
+
+  // FNV-1a of the kernel's boot id (0 when unreadable): equal on ranks that share a steady clock.
+  static int64_t boot_id_hash() {
+    std::ifstream f("/proc/sys/kernel/random/boot_id");
+    std::string id;
+    if (!std::getline(f, id) || id.empty()) return 0;
+    uint64_t h = 1469598103934665603ULL;
+    for (unsigned char ch : id) h = (h ^ ch) * 1099511628211ULL;
+    return static_cast<int64_t>(h >> 1);
+  }
+
   TrainOutput run() {
     int start = 0;
     if (o_.resume) start = resume();
     strategy_->setup();
     if (comm_) comm_->barrier()->wait(comm_->timeout());
-    rec_.reset_epoch();
+    set_common_epoch();
     const int end = o_.stop_after > 0 ? std::min(o_.steps, start + o_.stop_after) : o_.steps;
     for (int step = start; step < end; ++step) {
       report_.steps.push_back(run_step(step));
@@ -372,12 +408,14 @@ class Trainer {
     i.parameters = models::parameter_count(cfg_);
     i.corpus = corpus_.source;
     i.versions = fmt::format("dptwin-exec 0.1.0, LibTorch {}", TORCH_VERSION);
+    i.clock = clock_;
     return i;
   }
 
   const ExecOptions& o_;
   Communicator* comm_;
   Recorder& rec_;
+  std::string clock_ = "shared";  // RunInfo::clock
   models::Gpt2Config cfg_;
   Fault fault_;
   int rank_ = 0, world_ = 1;

@@ -9,12 +9,15 @@
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "core/error.hpp"
 #include "exec/launcher.hpp"
 #include "exec/process.hpp"
+#include "sim/output.hpp"
 #include "sim/simulate.hpp"
 #include "validate/metrics.hpp"
+#include "validate/trace_compare.hpp"
 
 namespace dptwin::validate {
 
@@ -172,21 +175,32 @@ void read_exec_result(const json& r, CaseOutcome& out) {
 
 namespace {
 
+// Processes the speed probe runs for a case of `ranks` ranks: as many as the
+// case has, but no more than the cores hold at `threads` threads each. Beyond
+// that the probes time-slice, and their short loops (200 dispatches, one
+// matmul) fall in or out of a slice by chance: on 2 cores, 4 probe processes
+// read dispatch 0.5x and elementwise 1.8x of the reference within one second.
+int probe_processes(const ValidationMatrix& m, int ranks) {
+  const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  return std::clamp(cores / std::max(1, m.threads), 1, std::max(1, ranks));
+}
+
 json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out,
              const sim::SpeedProbe& now = {}) {
   sim::PointSpec point = point_for_case(m, c, profile);
   const sim::SpeedProbe ref = point.profile.speed_reference;
   if (!now.empty() && !ref.empty()) {
     out.predicted_uncompensated_step_s = sim::simulate_point(point).step_time_s.value_or(0.0);
-    // Probed by as many processes as the case has ranks: their slowdown
-    // includes the core sharing that the simulator applies itself
+    // Probed by probe_processes(c.ranks) processes at once: their slowdown
+    // includes any core sharing that the simulator applies itself
     // (host_sharing), so the speed relative to the reference is divided by it.
-    const double f = point.profile.sharing_factor(c.ranks);
+    const int procs = probe_processes(m, c.ranks);
+    const double f = point.profile.sharing_factor(procs);
     const sim::SpeedProbe at{now.matmul_s / f, now.elementwise_s / f, now.dispatch_s / f};
     out.speed = {{"matmul", at.matmul_s / ref.matmul_s},
                  {"elementwise", at.elementwise_s / ref.elementwise_s},
                  {"dispatch", at.dispatch_s / ref.dispatch_s},
-                 {"probe_processes", c.ranks}};
+                 {"probe_processes", procs}};
     point.profile = point.profile.at_speed(at);
   }
   sim::PointResult r = sim::simulate_point(point);
@@ -206,9 +220,11 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
 }
 
 std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const ValidationCase& c,
-                                            const std::string& binary, const std::string& result_path, int port) {
+                                            const std::string& binary, const std::string& result_path, int port,
+                                            const std::string& trace_path) {
   std::vector<std::string> args = exec_args(m, c);
   args.insert(args.end(), {"--out", result_path});
+  if (!trace_path.empty()) args.insert(args.end(), {"--trace", trace_path});
   std::vector<exec::ProcessSpec> specs;
   if (!m.emulated || c.ranks == 1) {
     exec::ProcessSpec s;
@@ -239,19 +255,49 @@ std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const Val
   return specs;
 }
 
-// The speed probe now, run by `ranks` processes at once as the case's ranks will
-// run (each sees the cores as shared as the case will find them); the median
-// over the processes of each figure. Empty when off or when it fails: the
+// The traced run's measured timeline (exec's trace at `trace`) next to the
+// simulator's timeline of the same case, written to o.trace_path.
+void write_side_by_side(const ValidationMatrix& m, const ValidationOptions& o, const CaseOutcome& run,
+                        const json& result, const std::string& trace) {
+  const int step = representative_step(result);
+  if (step < 0 || !fs::exists(trace)) {
+    if (o.log) o.log("note: the traced run left no trace of two measured steps; no side-by-side trace written");
+    return;
+  }
+  json measured;
+  {
+    std::ifstream f(trace);
+    measured = json::parse(f);
+  }
+  sim::PointSpec point = point_for_case(m, run.c, o.profile);
+  point.sim.trace = true;
+  point.sim.trace_devices = std::max(point.sim.trace_devices, run.c.ranks);
+  const sim::PointResult r = sim::simulate_point(point);
+  const json predicted = sim::chrome_trace({r}, 0);
+  double step_s = run.measured_step_s;
+  for (const auto& s : result.at("steps"))
+    if (s.value("step", -1) == step) step_s = s.value("step_time_s", step_s);
+  const json doc = side_by_side_trace(measured, step, predicted, run.c.label(), step_s, r.step_time_s.value_or(0.0));
+  std::ofstream out(o.trace_path);
+  out << doc.dump() << "\n";
+  if (!out) throw InputError({"command line", 0, 0}, "--trace", fmt::format("cannot write '{}'", o.trace_path));
+  if (o.log) o.log(fmt::format("side-by-side trace of {} (measured step {}) written to {}", run.c.label(), step, o.trace_path));
+}
+
+// The speed probe now, run by probe_processes(ranks) processes at once, as the
+// case's ranks will keep the cores busy; the median over the processes of each
+// figure. Empty when off or when it fails: the
 // prediction is then uncompensated.
 sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o, int ranks) {
   if (o.speed_probe.empty()) return {};
   std::vector<exec::ProcessSpec> specs;
   std::vector<fs::path> paths;
-  for (int r = 0; r < std::max(1, ranks); ++r) {
+  const int procs = probe_processes(m, ranks);
+  for (int r = 0; r < procs; ++r) {
     paths.push_back(fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r));
     exec::ProcessSpec s;
     s.argv = {o.speed_probe, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", paths.back().string()};
-    s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, ranks);
+    s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, procs);
     specs.push_back(std::move(s));
   }
   exec::GroupOutcome g = exec::run_process_group(specs, 60);
@@ -331,7 +377,9 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       if (!o.speed_probe.empty()) predict(m, c, o.profile, run, probe_speed(m, o, c.ranks));
       // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
       const int port = m.netns.port + (run_counter++ % 500);
-      exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port), o.case_timeout_s);
+      const bool traced = !o.trace_path.empty() && static_cast<int>(i) == o.trace_case && rep == m.repeats - 1;
+      const std::string trace = traced ? (dir / (name + ".trace.json")).string() : "";
+      exec::GroupOutcome g = exec::run_process_group(launch_specs(m, c, binary, result, port, trace), o.case_timeout_s);
       if (!g.ok || !fs::exists(result)) {
         co.status = "failed";
         co.message = g.timed_out ? "timed out" : g.failure;
@@ -339,8 +387,10 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
         continue;
       }
       std::ifstream f(result);
-      read_exec_result(json::parse(f), run);
+      const json doc = json::parse(f);
+      read_exec_result(doc, run);
       log_case(i, round, run);
+      if (traced) write_side_by_side(m, o, run, doc, trace);
       runs[i].push_back(std::move(run));
     }
   }

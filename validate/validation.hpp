@@ -86,6 +86,11 @@ struct ValidationOptions {
   // (sim::DeviceProfile::at_speed). "" or a profile without speed_reference: off.
   std::string speed_probe;
   double case_timeout_s = 900;
+  // With trace_path set: case trace_case (0-based) is traced in its last round
+  // and the measured and predicted timelines are written there side by side
+  // (validate/trace_compare.hpp).
+  std::string trace_path;
+  int trace_case = 0;
   std::function<void(const std::string&)> log;  // progress lines (may be empty)
 };
 

@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "exec/comm.hpp"
@@ -113,6 +115,21 @@ TEST_CASE("equivalence across processes: sps, dps, horovod on 2 ranks == single,
         CHECK(order_ops == 2);
         CHECK(!buckets[0].empty());
         CHECK(buckets[0] == buckets[1]);
+        // Both ranks share this kernel's steady clock, so their times are exact
+        // across ranks: no rank finishes an allreduce before the other entered it.
+        CHECK(j["clock"] == "shared");
+        std::map<std::string, std::vector<std::pair<int64_t, int64_t>>> spans;  // step+name -> [start, end] per rank
+        for (const auto& op : j["comm_ops"]) {
+          const auto name = op["name"].get<std::string>();
+          if (name.rfind("allreduce.bucket", 0) != 0 || op["step"].get<int>() < 0) continue;
+          spans[std::to_string(op["step"].get<int>()) + name].emplace_back(
+              std::llround(op["start_s"].get<double>() * 1e9), std::llround(op["end_s"].get<double>() * 1e9));
+        }
+        int crossed = 0;
+        for (const auto& [key, v] : spans)
+          if (v.size() == 2 && (v[0].second < v[1].first || v[1].second < v[0].first)) ++crossed;
+        CHECK(!spans.empty());
+        CHECK(crossed == 0);
       }
     }
   }

@@ -44,14 +44,16 @@ with tempfile.TemporaryDirectory() as tmp:
                     "grids:\n  - {model: tiny, strategy: single, ranks: 1, micro_batch: 4}\n"
                     "  - {model: tiny, strategy: dps, ranks: 2, micro_batch: 4}\n")
         out = os.path.join(tmp, "val")
+        trace = os.path.join(tmp, "side-by-side.json")
         r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--exec", exec_bin, "--microbench", microbench,
-                            "--drift-compensation", "--out", out], capture_output=True, text=True, timeout=600)
+                            "--drift-compensation", "--out", out, "--trace", trace, "--trace-case", "2"],
+                           capture_output=True, text=True, timeout=600)
         print(r.stdout)
         check(r.returncode == 0, "validate exits 0" + ("" if r.returncode == 0 else ": " + r.stderr[-2000:]))
         if r.returncode == 0:
             v = json.load(open(os.path.join(out, "validation.json")))
             check(set(v["summary"]) >= {"mape_pct", "worst_pct", "kendall_tau", "ranking_correct"}, "summary fields")
-            runs = sorted(os.listdir(os.path.join(out, "runs")))
+            runs = sorted(r for r in os.listdir(os.path.join(out, "runs")) if not r.endswith(".trace.json"))
             check(len(runs) == 4 and all(any(r.endswith("-r%d.json" % k) for r in runs) for k in (0, 1)),
                   "two rounds of both cases in runs/: %s" % runs)
             log = r.stdout + r.stderr
@@ -63,13 +65,30 @@ with tempfile.TemporaryDirectory() as tmp:
                 # breakage (a factor of 3), the accuracy targets are checked by `dptwin validate`.
                 check(abs(c["error_pct"]) < 200, "%s: predicted within a factor of 3 (%.1f%%)" % (c["label"], c["error_pct"]))
                 # Drift compensation: each run predicted at the speed probed just before it.
-                # The probe runs on as many processes as the case has ranks.
+                # The probe runs on as many processes as the case has ranks, at most one per core
+                # (the matrix runs one thread per rank).
                 ratio = dict(c.get("speed_ratio") or {})
                 procs = ratio.pop("probe_processes", None)
                 check(set(ratio) == {"matmul", "elementwise", "dispatch"} and all(0 < x < 100 for x in ratio.values())
-                      and c.get("predicted_uncompensated_step_s", 0) > 0 and procs == c["labels"]["ranks"],
+                      and c.get("predicted_uncompensated_step_s", 0) > 0 and procs == min(c["labels"]["ranks"], os.cpu_count() or 1),
                       "%s: speed ratios (probe on %s processes) and the uncompensated prediction recorded (%s)"
                       % (c["label"], procs, ratio))
+            # The side-by-side trace of case 2 (tiny dps x2): both ranks measured, both devices predicted.
+            check(os.path.exists(trace), "--trace wrote the side-by-side trace")
+            if os.path.exists(trace):
+                t = json.load(open(trace))
+                names = {e["args"]["name"] for e in t["traceEvents"] if e.get("ph") == "M" and e["name"] == "process_name"}
+                measured_x = [e for e in t["traceEvents"] if e.get("ph") == "X" and e["pid"] < 100000]
+                check({"measured rank 0", "measured rank 1", "predicted device 0", "predicted device 1"} <= names
+                      and t["otherData"]["case"].startswith("tiny dps x2"), "side-by-side processes: %s" % sorted(names))
+                check(measured_x and min(e["ts"] for e in measured_x) == 0
+                      and {e["args"]["step"] for e in measured_x} == {t["otherData"]["measured_step"] - 1,
+                                                                      t["otherData"]["measured_step"]},
+                      "the measured side holds two consecutive steps from 0")
+            r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--trace", trace, "--trace-case", "3"],
+                               capture_output=True, text=True, timeout=60)
+            check(r.returncode != 0 and "--trace-case" in r.stderr and "1..2" in r.stderr,
+                  "a --trace-case beyond the matrix is refused, naming the option: " + r.stderr.strip()[-300:])
             off = os.path.join(tmp, "off")
             r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--predict-only", "--microbench", microbench,
                                 "--out", off], capture_output=True, text=True, timeout=120)
