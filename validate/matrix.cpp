@@ -128,7 +128,7 @@ std::string default_matrix_text() {
   return R"(# The default validation matrix (`dptwin validate` with no file): tiny and
 # small GPT-2 on 1, 2 and 4 CPU ranks of this machine, fp32 and bf16 (O1
 # autocast), every strategy that runs on CPU ranks. Sized to finish in a few
-# minutes on a 2-core machine (about 6 with three rounds).
+# minutes on a 2-core machine (about 10 with five rounds).
 name: localhost-default
 description: tiny/small GPT-2, single/sps/dps/horovod, 1/2/4 CPU ranks, fp32/bf16, Gloo
 cluster: localhost-cpu
@@ -136,7 +136,7 @@ backend: gloo
 threads: 1
 steps: 24
 warmup_steps: 6
-repeats: 3            # interleaved rounds; a case reports the median of its three
+repeats: 5            # interleaved rounds; a case reports the median of its five
 ranking_tie_pct: 3
 grids:
   - {model: [tiny, small], strategy: single, ranks: 1, precision: [fp32, bf16], micro_batch: 8}

@@ -24,6 +24,20 @@ namespace dptwin::validate {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+// Whether the rounds order two cases: every round of one faster than every
+// round of the other. Cases without rounds (one round) are ordered by their
+// single figures.
+bool rounds_order(const CaseOutcome& a, const CaseOutcome& b) {
+  if (a.measured_rounds_s.size() < 2 || b.measured_rounds_s.size() < 2) return true;
+  const auto [alo, ahi] = std::minmax_element(a.measured_rounds_s.begin(), a.measured_rounds_s.end());
+  const auto [blo, bhi] = std::minmax_element(b.measured_rounds_s.begin(), b.measured_rounds_s.end());
+  return *ahi < *blo || *bhi < *alo;
+}
+
+}  // namespace
+
 ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pct) {
   ValidationSummary s;
   std::vector<double> pred, meas;
@@ -46,9 +60,19 @@ ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pc
       if (ok[i]->c.group_key() != ok[j]->c.group_key()) continue;
       const double mi = meas[i], mj = meas[j];
       const double dm = mi - mj, dp = pred[i] - pred[j];
-      if (std::abs(dm) <= tie_pct / 100.0 * std::min(mi, mj) || dp == 0) ++s.ties;
-      else if ((dm > 0) == (dp > 0)) ++s.concordant;
-      else ++s.discordant;
+      const bool band_tie = std::abs(dm) <= tie_pct / 100.0 * std::min(mi, mj) || dp == 0;
+      const bool agrees = (dm > 0) == (dp > 0);
+      if (!band_tie && !agrees) ++s.discordant_band_only;
+      if (band_tie) {
+        ++s.ties;
+      } else if (!rounds_order(*ok[i], *ok[j])) {
+        ++s.ties;
+        ++s.ties_unordered;
+      } else if (agrees) {
+        ++s.concordant;
+      } else {
+        ++s.discordant;
+      }
     }
   RankAgreement r{s.concordant, s.discordant, s.ties};
   s.kendall_tau = r.tau();
@@ -73,6 +97,7 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
     j["predicted_step_s"] = c.predicted_step_s;
     j["measured_step_s"] = ok ? json(c.measured_step_s) : json(nullptr);
     j["error_pct"] = ok ? json(error_pct(c.predicted_step_s, c.measured_step_s)) : json(nullptr);
+    if (!c.measured_rounds_s.empty()) j["measured_rounds_s"] = c.measured_rounds_s;
     j["measured_p10_s"] = c.measured_p10_s;
     j["measured_p90_s"] = c.measured_p90_s;
     j["predicted_breakdown"] = c.predicted_breakdown;
@@ -91,6 +116,8 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
                     {"concordant", s.concordant},
                     {"discordant", s.discordant},
                     {"ties", s.ties},
+                    {"ties_unordered", s.ties_unordered},
+                    {"discordant_band_only", s.discordant_band_only},
                     {"ranking_correct", s.ranking_correct},
                     {"ranking_tie_pct", tie_pct}};
   return out;
@@ -115,9 +142,11 @@ std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSumm
                      ms(p, "optimizer_s"), ms(p, "overhead_s"));
   }
   t += fmt::format("\ncases {}  MAPE {:.1f}%  worst {:.1f}% ({})  Kendall tau {:.3f} (concordant {}, discordant {}, "
-                   "ties {})  ranking {}\n",
+                   "ties {}, of which {} the rounds do not order)  ranking {}\n",
                    s.cases, s.mape_pct, s.worst_pct, s.worst_case, s.kendall_tau, s.concordant, s.discordant, s.ties,
-                   s.ranking_correct ? "correct" : "WRONG");
+                   s.ties_unordered, s.ranking_correct ? "correct" : "WRONG");
+  if (s.discordant_band_only != s.discordant)
+    t += fmt::format("(with the tie band alone, rounds ignored: {} discordant)\n", s.discordant_band_only);
   return t;
 }
 
@@ -400,6 +429,8 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
     std::sort(r.begin(), r.end(),
               [](const CaseOutcome& a, const CaseOutcome& b) { return a.measured_step_s < b.measured_step_s; });
     out[i] = r[r.size() / 2];
+    if (r.size() > 1)
+      for (const auto& run : r) out[i].measured_rounds_s.push_back(run.measured_step_s);
   }
   return out;
 }

@@ -15,7 +15,8 @@
 //    overhead_s}, measured_breakdown: {forward_s, backward_s, comm_s, wait_s,
 //    optimizer_s, data_s}, measured_p10_s, measured_p90_s, status}],
 //    summary: {cases, mape_pct, worst_pct, worst_case, kendall_tau, concordant,
-//    discordant, ties, ranking_correct, ranking_tie_pct}}
+//    discordant, ties, ties_unordered, discordant_band_only, ranking_correct,
+//    ranking_tie_pct}}; per case also measured_rounds_s (each round's median).
 //
 // Thread-safety: run_validation forks processes; call from one thread.
 #pragma once
@@ -45,6 +46,8 @@ struct CaseOutcome {
   nlohmann::json speed = nullptr;
   double predicted_uncompensated_step_s = 0;
   nlohmann::json measured_breakdown = nlohmann::json::object();
+  // Each round's median step time (ascending); empty for a single round.
+  std::vector<double> measured_rounds_s;
 };
 
 struct ValidationSummary {
@@ -54,12 +57,17 @@ struct ValidationSummary {
   std::string worst_case;
   double kendall_tau = 1;
   int concordant = 0, discordant = 0, ties = 0;
-  bool ranking_correct = true;   // no discordant pair whose measured times differ by more than the tie band
+  int ties_unordered = 0;        // of the ties: pairs the rounds do not order (beyond the tie band)
+  int discordant_band_only = 0;  // discordant pairs counting only the tie band (rounds ignored)
+  bool ranking_correct = true;   // no discordant pair the measurement orders
 };
 
 // Computes the summary of outcomes (pure). Pairs of cases of one configuration
-// (same group_key) whose measured step times are within `tie_pct` percent count
-// as ties: run-to-run noise must not decide a ranking.
+// (same group_key) count as ties when the measurement cannot order them: their
+// step times are within `tie_pct` percent, or, with rounds, the rounds of
+// neither case are all faster than every round of the other (their ranges
+// overlap: with 5 rounds each, a complete separation is the one-sided
+// Mann-Whitney extreme, p = 1/252). Run-to-run noise must not decide a ranking.
 ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pct);
 
 nlohmann::json to_json(const std::string& matrix, const std::string& profile, const std::vector<CaseOutcome>& cases,

@@ -1,6 +1,8 @@
 // MAPE, worst case and Kendall tau arithmetic (validate/metrics.hpp, validation.hpp).
 #include <doctest.h>
 
+#include <algorithm>
+
 #include "validate/metrics.hpp"
 #include "validate/validation.hpp"
 
@@ -62,4 +64,38 @@ TEST_CASE("summary: ranking within configurations, measured near-ties are ties")
   // 1.0/1.1 -9.09, 1.2/1.3 -7.69, 2/2.2 -9.09, 0, 1.4/1.52 -7.89 => worst 9.09 (first in order).
   CHECK(s.worst_pct == doctest::Approx(100.0 / 11.0));
   CHECK(s.worst_case == cs[0].c.label());
+}
+
+TEST_CASE("summary: pairs whose rounds overlap are ties the measurement cannot order") {
+  auto mk = [](const char* strat, double pred, std::vector<double> rounds) {
+    CaseOutcome c;
+    c.c.strategy = strat;
+    c.c.ranks = 2;
+    c.predicted_step_s = pred;
+    std::sort(rounds.begin(), rounds.end());
+    c.measured_step_s = rounds[rounds.size() / 2];
+    c.measured_rounds_s = rounds;
+    return c;
+  };
+  // sps measured 20% slower than dps by the medians, but one sps round was
+  // faster than one dps round: the measurement does not order them, so the
+  // reversed prediction is not counted against the ranking.
+  std::vector<CaseOutcome> overlap{mk("sps", 1.0, {1.0, 1.2, 1.4}), mk("dps", 1.2, {0.9, 1.0, 1.05})};
+  ValidationSummary s = summarize(overlap, 3.0);
+  CHECK(s.discordant == 0);
+  CHECK(s.ties == 1);
+  CHECK(s.ties_unordered == 1);
+  CHECK(s.discordant_band_only == 1);  // reported: the tie band alone would call it discordant
+  CHECK(s.ranking_correct);
+  // Every sps round slower than every dps round: ordered, and the reversed prediction is discordant.
+  std::vector<CaseOutcome> apart{mk("sps", 1.0, {1.1, 1.2, 1.4}), mk("dps", 1.2, {0.9, 1.0, 1.05})};
+  ValidationSummary t = summarize(apart, 3.0);
+  CHECK(t.discordant == 1);
+  CHECK(t.ties_unordered == 0);
+  CHECK_FALSE(t.ranking_correct);
+  // The rounds land in the JSON.
+  const auto j = to_json("m", "p", apart, t, 3.0);
+  CHECK(j["cases"][0]["measured_rounds_s"].size() == 3);
+  CHECK(j["summary"]["ties_unordered"] == 0);
+  CHECK(j["summary"]["discordant_band_only"] == 1);
 }
