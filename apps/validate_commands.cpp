@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "validate/calibrate.hpp"
+#include "validate/host_load.hpp"
 #include "validate/validation.hpp"
 
 namespace dptwin::apps {
@@ -160,6 +161,9 @@ int run_validate(const ValidateArgs& a) {
   if (!a.predict_only) raise_priority(a.nice);
   auto cases = validate::run_validation(m, o);
   auto s = validate::summarize(cases, m.ranking_tie_pct);
+  if (s.host_steal_pct > validate::kStealWarnPct)
+    std::cerr << fmt::format("warning: the hypervisor took {:.1f}% of this machine's CPU time during the runs "
+                             "(/proc/stat steal): measured times follow that load\n", s.host_steal_pct);
   const std::string table = validate::to_table(cases, s);
   std::cout << table;
   if (!a.out_dir.empty()) {

@@ -11,6 +11,7 @@
 #include "core/error.hpp"
 #include "exec/process.hpp"
 #include "topology/cluster.hpp"
+#include "validate/host_load.hpp"
 
 namespace dptwin::validate {
 
@@ -66,6 +67,7 @@ void run_group(const std::vector<exec::ProcessSpec>& specs, double timeout_s, co
 
 CalibrateResult run_calibration(const CalibrateOptions& o) {
   CalibrateResult res;
+  const CpuTimes cpu_start = read_cpu_times();
   const fs::path raw_dir = !o.raw_dir.empty() ? fs::path(o.raw_dir)
                                               : fs::absolute(o.out).parent_path() / (fs::path(o.out).stem().string() + ".raw");
   json compute;
@@ -148,8 +150,18 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   const std::string name = fs::path(o.out).stem().string();
-  res.yaml = profile_yaml(res.fit.profile, name, fmt::format("{} ({} threads/rank, cluster {})", host, o.threads, o.cluster),
-                          o.backend);
+  std::string where = fmt::format("{} ({} threads/rank, cluster {})", host, o.threads, o.cluster);
+  // Refits (--input) measured nothing now: the host's load then is unknown.
+  const double steal = o.inputs.empty() ? steal_pct(cpu_start, read_cpu_times()) : -1;
+  if (steal >= 0) {
+    res.fit.diagnostics["host_steal_pct"] = steal;
+    where += fmt::format("; host steal {:.1f}% of CPU time while measuring", steal);
+    if (steal > kStealWarnPct && o.log)
+      o.log(fmt::format("warning: the hypervisor took {:.1f}% of this machine's CPU time during the calibration "
+                        "(/proc/stat steal); its figures follow that load: calibrate again when the host is quieter",
+                        steal));
+  }
+  res.yaml = profile_yaml(res.fit.profile, name, where, o.backend);
   {
     std::ofstream f(o.out + ".tmp");
     f << res.yaml;

@@ -47,4 +47,32 @@ RankAgreement kendall(const std::vector<double>& a, const std::vector<double>& b
   return r;
 }
 
+double mann_whitney_p_less(const std::vector<double>& faster, const std::vector<double>& slower) {
+  const size_t n1 = faster.size(), n2 = slower.size();
+  if (n1 == 0 || n2 == 0) return 1.0;
+  double u = 0;
+  for (double f : faster)
+    for (double s : slower) u += f > s ? 1.0 : (f == s ? 0.5 : 0.0);
+  // ways[i][j][k]: arrangements of i values of one sample and j of the other
+  // with U = k (the null distribution, counted by the last value's sample).
+  const size_t umax = n1 * n2;
+  std::vector<std::vector<std::vector<double>>> ways(
+      n1 + 1, std::vector<std::vector<double>>(n2 + 1, std::vector<double>(umax + 1, 0.0)));
+  for (size_t i = 0; i <= n1; ++i)
+    for (size_t j = 0; j <= n2; ++j) {
+      if (i == 0 || j == 0) {
+        ways[i][j][0] = 1;
+        continue;
+      }
+      for (size_t k = 0; k <= i * j; ++k)
+        ways[i][j][k] = (k >= j ? ways[i - 1][j][k - j] : 0.0) + ways[i][j - 1][k];
+    }
+  double total = 0, below = 0;
+  for (size_t k = 0; k <= umax; ++k) {
+    total += ways[n1][n2][k];
+    if (static_cast<double>(k) <= u + 1e-9) below += ways[n1][n2][k];
+  }
+  return below / total;
+}
+
 }  // namespace dptwin::validate

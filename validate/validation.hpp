@@ -16,7 +16,8 @@
 //    optimizer_s, data_s}, measured_p10_s, measured_p90_s, status}],
 //    summary: {cases, mape_pct, worst_pct, worst_case, kendall_tau, concordant,
 //    discordant, ties, ties_unordered, discordant_band_only, ranking_correct,
-//    ranking_tie_pct}}; per case also measured_rounds_s (each round's median).
+//    ranking_tie_pct, host_steal_pct}}; per case also measured_rounds_s (each
+//    round's median), host_steal_pct and host_steal_rounds_pct.
 //
 // Thread-safety: run_validation forks processes; call from one thread.
 #pragma once
@@ -48,6 +49,10 @@ struct CaseOutcome {
   nlohmann::json measured_breakdown = nlohmann::json::object();
   // Each round's median step time (ascending); empty for a single round.
   std::vector<double> measured_rounds_s;
+  // Percent of CPU time the hypervisor stole during the reported run, and
+  // during each round (in the order of measured_rounds_s); -1: unknown.
+  double host_steal_pct = -1;
+  std::vector<double> host_steal_rounds_pct;
 };
 
 struct ValidationSummary {
@@ -60,14 +65,19 @@ struct ValidationSummary {
   int ties_unordered = 0;        // of the ties: pairs the rounds do not order (beyond the tie band)
   int discordant_band_only = 0;  // discordant pairs counting only the tie band (rounds ignored)
   bool ranking_correct = true;   // no discordant pair the measurement orders
+  double host_steal_pct = -1;    // mean over the runs of the CPU time stolen (validate/host_load.hpp); -1: unknown
 };
+
+// Significance at which the rounds of two cases must order them (below).
+inline constexpr double kRankingSignificance = 0.05;
 
 // Computes the summary of outcomes (pure). Pairs of cases of one configuration
 // (same group_key) count as ties when the measurement cannot order them: their
-// step times are within `tie_pct` percent, or, with rounds, the rounds of
-// neither case are all faster than every round of the other (their ranges
-// overlap: with 5 rounds each, a complete separation is the one-sided
-// Mann-Whitney extreme, p = 1/252). Run-to-run noise must not decide a ranking.
+// step times are within `tie_pct` percent, or, with rounds, the rounds do not
+// show the faster median's case faster at kRankingSignificance (one-sided
+// Mann-Whitney over the rounds' medians: with 5 rounds each, at most 4 of the
+// 25 round pairs may go the other way; with 3, none). Run-to-run noise must
+// not decide a ranking.
 ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pct);
 
 nlohmann::json to_json(const std::string& matrix, const std::string& profile, const std::vector<CaseOutcome>& cases,

@@ -73,6 +73,13 @@ with tempfile.TemporaryDirectory() as tmp:
                       and c.get("predicted_uncompensated_step_s", 0) > 0 and procs == min(c["labels"]["ranks"], os.cpu_count() or 1),
                       "%s: speed ratios (probe on %s processes) and the uncompensated prediction recorded (%s)"
                       % (c["label"], procs, ratio))
+            # The hypervisor's stolen CPU time, per run and over the runs (Linux: /proc/stat).
+            if os.path.exists("/proc/stat"):
+                check(v["summary"]["host_steal_pct"] is not None and 0 <= v["summary"]["host_steal_pct"] <= 100
+                      and all(len(c["host_steal_rounds_pct"]) == 2 for c in v["cases"]),
+                      "host steal recorded per round and over the runs")
+                check("host_steal_pct" in json.load(open(os.path.join(tmp, "quick.fit.json"))),
+                      "the calibration records the host's steal")
             # The side-by-side trace of case 2 (tiny dps x2): both ranks measured, both devices predicted.
             check(os.path.exists(trace), "--trace wrote the side-by-side trace")
             if os.path.exists(trace):

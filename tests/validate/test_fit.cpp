@@ -196,6 +196,13 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK(r.profile.shared_by(4).sync_lag.seconds() == doctest::Approx(0.010));
   CHECK(r.profile.shared_by(1).sync_lag == Time::zero());
   CHECK(r.profile.shared_by(1).sync_latency == Time::zero());
+  // Compute slowdown while communication runs: the median of the probe's paired
+  // ratios where it has one, else the ratio of its two medians.
+  comm["overlap"] = {{"compute_alone_s", 0.1}, {"compute_with_comm_s", 0.15}, {"comm_alone_s", 0.05}, {"slowdown", 0.3}};
+  CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.overlap_slowdown == doctest::Approx(0.3));
+  comm["overlap"].erase("slowdown");
+  CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.overlap_slowdown == doctest::Approx(0.5));
+  comm.erase("overlap");
   // A probe without skeletons is a malformed document.
   comm["sync"] = {{"ranks", 4}};
   CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);

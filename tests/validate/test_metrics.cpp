@@ -66,7 +66,18 @@ TEST_CASE("summary: ranking within configurations, measured near-ties are ties")
   CHECK(s.worst_case == cs[0].c.label());
 }
 
-TEST_CASE("summary: pairs whose rounds overlap are ties the measurement cannot order") {
+TEST_CASE("Mann-Whitney: exact one-sided p-values of small samples") {
+  CHECK(mann_whitney_p_less({1, 2, 3, 4, 5}, {6, 7, 8, 9, 10}) == doctest::Approx(1.0 / 252));  // complete separation
+  CHECK(mann_whitney_p_less({1, 2, 3}, {4, 5, 6}) == doctest::Approx(1.0 / 20));
+  // U = 4 for 5 vs 5: P(U <= 4) = (1 + 1 + 2 + 3 + 5) / 252.
+  CHECK(mann_whitney_p_less({1, 2, 3, 4, 9.5}, {5, 6, 7, 8, 10}) == doctest::Approx(12.0 / 252));
+  // U = 5: just above 5%.
+  CHECK(mann_whitney_p_less({1, 2, 3, 4, 10.5}, {5, 6, 7, 8, 10}) > 0.05);
+  CHECK(mann_whitney_p_less({6, 7, 8}, {1, 2, 3}) == doctest::Approx(1.0));  // the other way round
+  CHECK(mann_whitney_p_less({}, {1.0}) == 1.0);
+}
+
+TEST_CASE("summary: pairs the rounds do not order are ties the measurement cannot order") {
   auto mk = [](const char* strat, double pred, std::vector<double> rounds) {
     CaseOutcome c;
     c.c.strategy = strat;
@@ -87,6 +98,10 @@ TEST_CASE("summary: pairs whose rounds overlap are ties the measurement cannot o
   CHECK(s.ties_unordered == 1);
   CHECK(s.discordant_band_only == 1);  // reported: the tie band alone would call it discordant
   CHECK(s.ranking_correct);
+  // Five rounds each, one contended sps round faster than three dps rounds (U = 3
+  // of 25, p = 7/252): still ordered; the reversed prediction is discordant.
+  std::vector<CaseOutcome> outlier{mk("sps", 1.0, {0.95, 1.2, 1.25, 1.3, 1.4}), mk("dps", 1.2, {0.9, 0.92, 1.0, 1.02, 1.05})};
+  CHECK(summarize(outlier, 3.0).discordant == 1);
   // Every sps round slower than every dps round: ordered, and the reversed prediction is discordant.
   std::vector<CaseOutcome> apart{mk("sps", 1.0, {1.1, 1.2, 1.4}), mk("dps", 1.2, {0.9, 1.0, 1.05})};
   ValidationSummary t = summarize(apart, 3.0);
