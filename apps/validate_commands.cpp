@@ -35,6 +35,7 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--budget-s", "seconds of repetitions per microbenchmark case", &CalibrateArgs::budget_s},
       {"--max-bytes", "largest collective message (4 KiB .. this, x4 steps)", &CalibrateArgs::max_bytes},
       {"--quick", "a few shapes only (smoke tests)", &CalibrateArgs::quick},
+      {"--passes", "run the microbenchmarks this many times and fit the median of each figure", &CalibrateArgs::passes},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &CalibrateArgs::nice},
   };
   return t;
@@ -112,6 +113,10 @@ int run_calibrate(const CalibrateArgs& a) {
   o.max_bytes = parse_bytes(a.max_bytes, "--max-bytes").value();
   if (o.max_bytes < 4096) throw InputError({"command line", 0, 0}, "--max-bytes", "must be at least 4 KiB");
   o.quick = a.quick;
+  if (a.passes < 1 || a.passes > 20) throw InputError({"command line", 0, 0}, "--passes", "must be 1..20");
+  if (a.passes > 1 && !a.inputs.empty())
+    throw InputError({"command line", 0, 0}, "--passes", "--input refits documents already measured; drop --passes");
+  o.passes = a.passes;
   if (!a.netns_matrix.empty()) {
     validate::ValidationMatrix m = validate::load_matrix(a.netns_matrix);
     if (m.netns.namespaces.empty()) throw InputError({"command line", 0, 0}, "--netns", "the matrix has no netns section");

@@ -1,7 +1,7 @@
 // apps/validate_commands.hpp — `dptwin calibrate` and `dptwin validate` (thin layers over validate/).
 //
 //   dptwin calibrate [--backend gloo|mpi] [--ranks 1,2,4] [--out profile.yaml] [--threads N]
-//                    [--cluster localhost-cpu|FILE] [--input RAW.json ...] [--quick]
+//                    [--cluster localhost-cpu|FILE] [--input RAW.json ...] [--quick] [--passes N]
 //   dptwin validate  [MATRIX.yaml] [--profile P] [--out DIR] [--predict-only]
 //
 // Each command declares its flags once in an OptionRow table (apps/cli_table.hpp).
@@ -29,6 +29,7 @@ struct CalibrateArgs {
   double budget_s = 0.15;
   std::string max_bytes = "256 MiB";
   bool quick = false;
+  int passes = 1;
   int nice = -20;
 };
 const std::vector<OptionRow<CalibrateArgs>>& calibrate_table();

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "core/error.hpp"
 #include "exec/process.hpp"
@@ -49,6 +51,12 @@ json read_json(const std::string& path) {
   }
 }
 
+void write_json(const std::string& path, const json& doc) {
+  std::ofstream f(path);
+  f << doc.dump(1) << "\n";
+  if (!f) throw InputError({}, "calibrate", fmt::format("cannot write '{}'", path));
+}
+
 std::vector<std::string> common_args(const CalibrateOptions& o) {
   std::vector<std::string> a{"--threads", std::to_string(o.threads), "--budget-s", fmt::format("{}", o.budget_s),
                              "--max-bytes", fmt::format("{:.0f}", o.max_bytes)};
@@ -64,6 +72,43 @@ void run_group(const std::vector<exec::ProcessSpec>& specs, double timeout_s, co
 }
 
 }  // namespace
+
+json median_of_documents(const std::vector<json>& docs) {
+  if (docs.empty()) return nullptr;
+  const json& first = docs.front();
+  auto all = [&](auto pred) { return std::all_of(docs.begin(), docs.end(), pred); };
+  if (first.is_number() && all([](const json& d) { return d.is_number(); })) {
+    if (first.is_number_integer() && all([&](const json& d) { return d == first; })) return first;
+    std::vector<double> v;
+    for (const auto& d : docs) v.push_back(d.get<double>());
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+  if (first.is_object() && all([](const json& d) { return d.is_object(); })) {
+    json out = json::object();
+    for (const auto& [k, v] : first.items()) {
+      if (!all([&k = k](const json& d) { return d.contains(k); })) {
+        out[k] = v;
+        continue;
+      }
+      std::vector<json> parts;
+      for (const auto& d : docs) parts.push_back(d.at(k));
+      out[k] = median_of_documents(parts);
+    }
+    return out;
+  }
+  if (first.is_array() && all([&](const json& d) { return d.is_array() && d.size() == first.size(); })) {
+    json out = json::array();
+    for (size_t i = 0; i < first.size(); ++i) {
+      std::vector<json> parts;
+      for (const auto& d : docs) parts.push_back(d.at(i));
+      out.push_back(median_of_documents(parts));
+    }
+    return out;
+  }
+  return first;
+}
 
 CalibrateResult run_calibration(const CalibrateOptions& o) {
   CalibrateResult res;
@@ -82,12 +127,18 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
     if (compute.is_null()) throw InputError({}, "--input", "no compute-mode microbenchmark document among the inputs");
   } else {
     fs::create_directories(raw_dir);
+    std::vector<json> compute_passes;
+    std::map<int, std::vector<json>> comm_passes;
+    const int passes = std::max(1, o.passes);
+    for (int pass = 0; pass < passes; ++pass) {
+    const std::string sfx = passes > 1 ? fmt::format("-p{}", pass) : "";
+    if (passes > 1 && o.log) o.log(fmt::format("pass {}/{}", pass + 1, passes));
     const std::string bin = find_microbench_binary(o.microbench);
     const std::string th = std::to_string(o.threads);
     const std::vector<std::pair<std::string, std::string>> thread_env{
         {"OMP_NUM_THREADS", th}, {"OPENBLAS_NUM_THREADS", th}, {"MKL_NUM_THREADS", th}};
     {
-      const std::string out = (raw_dir / "compute.json").string();
+      const std::string out = (raw_dir / ("compute" + sfx + ".json")).string();
       exec::ProcessSpec s;
       s.argv = {bin, "--mode", "compute", "--out", out};
       for (auto& a : common_args(o)) s.argv.push_back(a);
@@ -95,13 +146,13 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
       s.label = "microbench compute";
       if (o.log) o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank)", o.threads));
       run_group({s}, o.timeout_s, "the compute microbenchmark");
-      compute = read_json(out);
+      compute_passes.push_back(read_json(out));
       res.raw.push_back(out);
     }
     int run = 0;
     for (int n : o.ranks) {
       if (n < 2) continue;
-      const std::string out = (raw_dir / fmt::format("comm-{}-{}.json", o.backend, n)).string();
+      const std::string out = (raw_dir / fmt::format("comm-{}-{}{}.json", o.backend, n, sfx)).string();
       std::vector<std::string> args{"--mode", "comm", "--backend", o.backend, "--out", out};
       for (auto& a : common_args(o)) args.push_back(a);
       std::vector<exec::ProcessSpec> specs;
@@ -140,8 +191,17 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
       ++run;
       if (o.log) o.log(fmt::format("communication microbenchmarks: {} ranks, {}", n, o.backend));
       run_group(specs, o.timeout_s, fmt::format("the {}-rank comm microbenchmark", n));
-      comm.push_back(read_json(out));
+      comm_passes[n].push_back(read_json(out));
       res.raw.push_back(out);
+    }
+    }
+    compute = median_of_documents(compute_passes);
+    for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));
+    if (passes > 1) {
+      // The medians as documents of their own: `--input` refits them like one pass.
+      write_json((raw_dir / "compute.json").string(), compute);
+      for (const auto& d : comm)
+        write_json((raw_dir / fmt::format("comm-{}-{}.json", o.backend, d.value("ranks", 0))).string(), d);
     }
   }
   const topology::ClusterSpec cluster = cluster_of(o.cluster);

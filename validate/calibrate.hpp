@@ -1,7 +1,7 @@
 // validate/calibrate.hpp — `dptwin calibrate`: run the microbenchmarks, fit a profile.
 //
-// Runs dptwin-microbench once in compute mode (one process) and once in comm
-// mode per rank count > 1 (Gloo: forked ranks with a file store, or inside
+// Runs dptwin-microbench in compute mode (one process) and in comm mode per
+// rank count > 1, once or `passes` times (median of the passes) (Gloo: forked ranks with a file store, or inside
 // network namespaces with a TCP store; MPI: through mpirun), keeps the raw
 // documents, and fits them with fit_profile() into a profile YAML.
 //
@@ -32,8 +32,20 @@ struct CalibrateOptions {
   bool emulated = false;                   // comm runs in network namespaces (netns below)
   NetnsLaunch netns;
   double timeout_s = 1800;
+  // Passes of the whole microbenchmark sequence (compute, then comm per rank
+  // count), one after another; the fit reads the median of each figure over
+  // the passes (median_of_documents), so that one slow minute of a shared
+  // machine does not set the profile. Raw documents: compute-pK.json, ...
+  int passes = 1;
   std::function<void(const std::string&)> log;
 };
+
+// The element-wise median of documents of one structure: numbers at the same
+// place are replaced by their median, objects and arrays are merged member by
+// member (an array only where every document's has the same length), and
+// anything else (strings, or parts whose structure differs) is the first
+// document's. Empty input: null.
+nlohmann::json median_of_documents(const std::vector<nlohmann::json>& docs);
 
 struct CalibrateResult {
   FitReport fit;

@@ -38,6 +38,18 @@ with tempfile.TemporaryDirectory() as tmp:
         check("speed_reference:" in text, "the profile records the speed probe around the compute suite")
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
+        # Two passes (compute only): both raw documents kept, the median written as compute.json and fitted.
+        r2 = subprocess.run([cli, "calibrate", "--quick", "--ranks", "1", "--passes", "2", "--budget-s", "0.02",
+                             "--microbench", microbench, "--out", os.path.join(tmp, "two.yaml")],
+                            capture_output=True, text=True, timeout=300)
+        raw2 = os.path.join(tmp, "two.raw")
+        check(r2.returncode == 0 and all(os.path.exists(os.path.join(raw2, f))
+                                         for f in ("compute-p0.json", "compute-p1.json", "compute.json")),
+              "calibrate --passes 2 keeps both passes and their median" + ("" if r2.returncode == 0 else ": " + r2.stderr[-500:]))
+        if r2.returncode == 0:
+            p0, p1, med = (json.load(open(os.path.join(raw2, f)))["compute"] for f in ("compute-p0.json", "compute-p1.json", "compute.json"))
+            check(all(abs(m["seconds"] - (a["seconds"] + b["seconds"]) / 2) <= 1e-12 + 1e-9 * m["seconds"]
+                      for a, b, m in zip(p0, p1, med)), "the fitted document holds the passes' medians")
         matrix = os.path.join(tmp, "m.yaml")
         with open(matrix, "w") as f:
             f.write("name: e2e\nsteps: 8\nwarmup_steps: 3\nrepeats: 2\n"

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "models/workload.hpp"
 #include "topology/cluster.hpp"
+#include "validate/calibrate.hpp"
 #include "validate/profile_fit.hpp"
 
 using namespace dptwin;
@@ -206,4 +207,24 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   // A probe without skeletons is a malformed document.
   comm["sync"] = {{"ranks", 4}};
   CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);
+}
+
+TEST_CASE("median_of_documents: numbers by their median, structure and strings from the first") {
+  using nlohmann::json;
+  const json a = {{"mode", "compute"}, {"threads", 1}, {"rows", {{{"op", "matmul"}, {"seconds", 1.0}}, {{"op", "add"}, {"seconds", 4.0}}}},
+                  {"only_here", 7.0}, {"list", {1.0, 2.0}}};
+  const json b = {{"mode", "compute"}, {"threads", 1}, {"rows", {{{"op", "matmul"}, {"seconds", 3.0}}, {{"op", "add"}, {"seconds", 5.0}}}},
+                  {"list", {1.0, 2.0, 3.0}}};
+  const json c = {{"mode", "compute"}, {"threads", 1}, {"rows", {{{"op", "matmul"}, {"seconds", 2.0}}, {{"op", "add"}, {"seconds", 9.0}}}},
+                  {"list", {5.0, 6.0}}};
+  const json m = median_of_documents({a, b, c});
+  CHECK(m["mode"] == "compute");
+  CHECK(m["threads"] == 1);
+  CHECK(m["rows"][0]["op"] == "matmul");
+  CHECK(m["rows"][0]["seconds"].get<double>() == doctest::Approx(2.0));  // median of 1, 3, 2
+  CHECK(m["rows"][1]["seconds"].get<double>() == doctest::Approx(5.0));  // one slow pass (9) does not set it
+  CHECK(m["only_here"].get<double>() == doctest::Approx(7.0));          // missing elsewhere: the first's
+  CHECK(m["list"] == a["list"]);                                        // lengths differ: the first's
+  CHECK(median_of_documents({a, b})["rows"][1]["seconds"].get<double>() == doctest::Approx(4.5));  // even count: mean of the middle two
+  CHECK(median_of_documents({}).is_null());
 }
