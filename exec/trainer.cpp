@@ -141,6 +141,11 @@ class Trainer {
       rec_.set_epoch(now);
       return;
     }
+    if (comm_->backend() == "nccl") {  // its collectives take device tensors: keep the barrier's origin
+      rec_.set_epoch(now);
+      clock_ = "barrier";
+      return;
+    }
     const int64_t boot = boot_id_hash();
     auto t = torch::tensor({boot, static_cast<int64_t>(now.time_since_epoch().count())}, torch::kInt64);
     comm_->set_recording(false);
