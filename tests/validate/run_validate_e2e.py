@@ -50,6 +50,11 @@ with tempfile.TemporaryDirectory() as tmp:
             p0, p1, med = (json.load(open(os.path.join(raw2, f)))["compute"] for f in ("compute-p0.json", "compute-p1.json", "compute.json"))
             check(all(abs(m["seconds"] - (a["seconds"] + b["seconds"]) / 2) <= 1e-12 + 1e-9 * m["seconds"]
                       for a, b, m in zip(p0, p1, med)), "the fitted document holds the passes' medians")
+        for bad, why in ((["--passes", "0"], "must be 1..20"), (["--passes", "2", "--input", raw2 + "/compute.json"], "drop --passes")):
+            rb = subprocess.run([cli, "calibrate", "--out", os.path.join(tmp, "bad.yaml")] + bad, capture_output=True,
+                                text=True, timeout=60)
+            check(rb.returncode != 0 and "--passes" in rb.stderr and why in rb.stderr,
+                  "calibrate %s is refused naming the option: %s" % (" ".join(bad), rb.stderr.strip()[-200:]))
         matrix = os.path.join(tmp, "m.yaml")
         with open(matrix, "w") as f:
             f.write("name: e2e\nsteps: 8\nwarmup_steps: 3\nrepeats: 2\n"
