@@ -38,8 +38,7 @@ class Recorder {
   int64_t now_ns() const {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - epoch_).count();
   }
-  // Makes "now" (or `origin`) the origin; spans recorded before are shifted alike.
-  void reset_epoch() { set_epoch(std::chrono::steady_clock::now()); }
+  // Makes `origin` the origin; spans recorded before are shifted alike.
   void set_epoch(std::chrono::steady_clock::time_point origin);
 
   void set_step(int step) { step_.store(step, std::memory_order_relaxed); }

@@ -136,29 +136,24 @@ class Trainer {
   // cross-rank times of the trace and comm_ops exact; otherwise each rank's
   // exit from the barrier just passed.
   void set_common_epoch() {
-    const auto now = std::chrono::steady_clock::now();
-    if (!comm_ || comm_->size() == 1) {
-      rec_.set_epoch(now);
-      return;
-    }
-    if (comm_->backend() == "nccl") {  // its collectives take device tensors: keep the barrier's origin
-      rec_.set_epoch(now);
-      clock_ = "barrier";
-      return;
-    }
-    const int64_t boot = boot_id_hash();
-    auto t = torch::tensor({boot, static_cast<int64_t>(now.time_since_epoch().count())}, torch::kInt64);
-    comm_->set_recording(false);
-    comm_->broadcast(t, 0)->wait(comm_->timeout());
-    auto same = torch::tensor({boot != 0 && t[0].item<int64_t>() == boot ? int64_t{1} : int64_t{0}}, torch::kInt64);
-    comm_->allreduce(same, ReduceOp::Min)->wait(comm_->timeout());
-    comm_->set_recording(true);
-    if (same.item<int64_t>() == 1) {
-      rec_.set_epoch(std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(t[1].item<int64_t>())));
-    } else {
-      rec_.set_epoch(now);
+    auto origin = std::chrono::steady_clock::now();
+    // NCCL's collectives take device tensors: its runs keep the barrier's origin.
+    if (comm_ && comm_->size() > 1 && comm_->backend() != "nccl") {
+      const int64_t boot = boot_id_hash();
+      auto t = torch::tensor({boot, static_cast<int64_t>(origin.time_since_epoch().count())}, torch::kInt64);
+      comm_->set_recording(false);
+      comm_->broadcast(t, 0)->wait(comm_->timeout());
+      auto same = torch::tensor({boot != 0 && t[0].item<int64_t>() == boot ? int64_t{1} : int64_t{0}}, torch::kInt64);
+      comm_->allreduce(same, ReduceOp::Min)->wait(comm_->timeout());
+      comm_->set_recording(true);
+      if (same.item<int64_t>() == 1)
+        origin = std::chrono::steady_clock::time_point(std::chrono::steady_clock::duration(t[1].item<int64_t>()));
+      else
+        clock_ = "barrier";
+    } else if (comm_ && comm_->size() > 1) {
       clock_ = "barrier";
     }
+    rec_.set_epoch(origin);
   }
 
   // FNV-1a of the kernel's boot id (0 when unreadable): equal on ranks that share a steady clock.

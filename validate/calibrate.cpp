@@ -71,6 +71,73 @@ void run_group(const std::vector<exec::ProcessSpec>& specs, double timeout_s, co
                      fmt::format("{} failed: {}", what, g.timed_out ? std::string("timed out") : g.failure));
 }
 
+std::vector<std::pair<std::string, std::string>> thread_env(const CalibrateOptions& o) {
+  const std::string th = std::to_string(o.threads);
+  return {{"OMP_NUM_THREADS", th}, {"OPENBLAS_NUM_THREADS", th}, {"MKL_NUM_THREADS", th}};
+}
+
+// One compute-mode run of dptwin-microbench; its document is kept at compute<sfx>.json.
+json run_compute_pass(const CalibrateOptions& o, const std::string& bin, const fs::path& raw_dir,
+                      const std::string& sfx, std::vector<std::string>& raw) {
+  const std::string out = (raw_dir / ("compute" + sfx + ".json")).string();
+  exec::ProcessSpec s;
+  s.argv = {bin, "--mode", "compute", "--out", out};
+  for (auto& a : common_args(o)) s.argv.push_back(a);
+  s.env = thread_env(o);
+  s.label = "microbench compute";
+  if (o.log) o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank)", o.threads));
+  run_group({s}, o.timeout_s, "the compute microbenchmark");
+  raw.push_back(out);
+  return read_json(out);
+}
+
+// One comm-mode run on `n` ranks (mpirun, forked Gloo ranks with a file store,
+// or one rank per network namespace with a TCP store on port + store_run).
+json run_comm_pass(const CalibrateOptions& o, const std::string& bin, const fs::path& raw_dir, const std::string& sfx,
+                   int n, int store_run, std::vector<std::string>& raw) {
+  const std::string out = (raw_dir / fmt::format("comm-{}-{}{}.json", o.backend, n, sfx)).string();
+  std::vector<std::string> args{"--mode", "comm", "--backend", o.backend, "--out", out};
+  for (auto& a : common_args(o)) args.push_back(a);
+  const auto env = thread_env(o);
+  std::vector<exec::ProcessSpec> specs;
+  if (o.backend == "mpi") {
+    exec::ProcessSpec s;
+    s.argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none"};
+    if (::geteuid() == 0) s.argv.push_back("--allow-run-as-root");
+    for (const auto& [k, v] : env) s.argv.insert(s.argv.end(), {"-x", k + "=" + v});
+    s.argv.push_back(bin);
+    s.argv.insert(s.argv.end(), args.begin(), args.end());
+    s.env = env;
+    s.label = "mpirun";
+    specs.push_back(std::move(s));
+  } else {
+    const fs::path store_file = raw_dir / fmt::format("store-{}-{}", ::getpid(), n);
+    const std::string store = o.emulated ? fmt::format("tcp:{}:{}", o.netns.addresses.at(0), o.netns.port + store_run)
+                                         : fmt::format("file:{}", store_file.string());
+    if (!o.emulated) fs::remove(store_file);
+    for (int r = 0; r < n; ++r) {
+      exec::ProcessSpec s;
+      if (o.emulated) {
+        if (r >= static_cast<int>(o.netns.namespaces.size()))
+          throw InputError({}, "--ranks", fmt::format("{} ranks but only {} namespaces", n, o.netns.namespaces.size()));
+        s.argv = {"ip", "netns", "exec", o.netns.namespaces[r], bin};
+        s.env.push_back({"GLOO_SOCKET_IFNAME", o.netns.interface});
+      } else {
+        s.argv = {bin};
+      }
+      s.argv.insert(s.argv.end(), args.begin(), args.end());
+      s.env.insert(s.env.end(), env.begin(), env.end());
+      s.env.insert(s.env.end(), {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)}, {"DPTWIN_STORE", store}});
+      s.label = fmt::format("microbench rank {}", r);
+      specs.push_back(std::move(s));
+    }
+  }
+  if (o.log) o.log(fmt::format("communication microbenchmarks: {} ranks, {}", n, o.backend));
+  run_group(specs, o.timeout_s, fmt::format("the {}-rank comm microbenchmark", n));
+  raw.push_back(out);
+  return read_json(out);
+}
+
 }  // namespace
 
 json median_of_documents(const std::vector<json>& docs) {
@@ -127,73 +194,17 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
     if (compute.is_null()) throw InputError({}, "--input", "no compute-mode microbenchmark document among the inputs");
   } else {
     fs::create_directories(raw_dir);
+    const std::string bin = find_microbench_binary(o.microbench);
     std::vector<json> compute_passes;
     std::map<int, std::vector<json>> comm_passes;
     const int passes = std::max(1, o.passes);
+    int store_run = 0;  // a fresh store port per comm run (emulated), across passes
     for (int pass = 0; pass < passes; ++pass) {
-    const std::string sfx = passes > 1 ? fmt::format("-p{}", pass) : "";
-    if (passes > 1 && o.log) o.log(fmt::format("pass {}/{}", pass + 1, passes));
-    const std::string bin = find_microbench_binary(o.microbench);
-    const std::string th = std::to_string(o.threads);
-    const std::vector<std::pair<std::string, std::string>> thread_env{
-        {"OMP_NUM_THREADS", th}, {"OPENBLAS_NUM_THREADS", th}, {"MKL_NUM_THREADS", th}};
-    {
-      const std::string out = (raw_dir / ("compute" + sfx + ".json")).string();
-      exec::ProcessSpec s;
-      s.argv = {bin, "--mode", "compute", "--out", out};
-      for (auto& a : common_args(o)) s.argv.push_back(a);
-      s.env = thread_env;
-      s.label = "microbench compute";
-      if (o.log) o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank)", o.threads));
-      run_group({s}, o.timeout_s, "the compute microbenchmark");
-      compute_passes.push_back(read_json(out));
-      res.raw.push_back(out);
-    }
-    int run = 0;
-    for (int n : o.ranks) {
-      if (n < 2) continue;
-      const std::string out = (raw_dir / fmt::format("comm-{}-{}{}.json", o.backend, n, sfx)).string();
-      std::vector<std::string> args{"--mode", "comm", "--backend", o.backend, "--out", out};
-      for (auto& a : common_args(o)) args.push_back(a);
-      std::vector<exec::ProcessSpec> specs;
-      if (o.backend == "mpi") {
-        exec::ProcessSpec s;
-        s.argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none"};
-        if (::geteuid() == 0) s.argv.push_back("--allow-run-as-root");
-        for (const auto& [k, v] : thread_env) s.argv.insert(s.argv.end(), {"-x", k + "=" + v});
-        s.argv.push_back(bin);
-        s.argv.insert(s.argv.end(), args.begin(), args.end());
-        s.env = thread_env;
-        s.label = "mpirun";
-        specs.push_back(std::move(s));
-      } else {
-        const std::string store =
-            o.emulated ? fmt::format("tcp:{}:{}", o.netns.addresses.at(0), o.netns.port + run)
-                       : fmt::format("file:{}", (raw_dir / fmt::format("store-{}-{}", ::getpid(), n)).string());
-        if (!o.emulated) fs::remove(raw_dir / fmt::format("store-{}-{}", ::getpid(), n));
-        for (int r = 0; r < n; ++r) {
-          exec::ProcessSpec s;
-          if (o.emulated) {
-            if (r >= static_cast<int>(o.netns.namespaces.size()))
-              throw InputError({}, "--ranks", fmt::format("{} ranks but only {} namespaces", n, o.netns.namespaces.size()));
-            s.argv = {"ip", "netns", "exec", o.netns.namespaces[r], bin};
-            s.env.push_back({"GLOO_SOCKET_IFNAME", o.netns.interface});
-          } else {
-            s.argv = {bin};
-          }
-          s.argv.insert(s.argv.end(), args.begin(), args.end());
-          s.env.insert(s.env.end(), thread_env.begin(), thread_env.end());
-          s.env.insert(s.env.end(), {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)}, {"DPTWIN_STORE", store}});
-          s.label = fmt::format("microbench rank {}", r);
-          specs.push_back(std::move(s));
-        }
-      }
-      ++run;
-      if (o.log) o.log(fmt::format("communication microbenchmarks: {} ranks, {}", n, o.backend));
-      run_group(specs, o.timeout_s, fmt::format("the {}-rank comm microbenchmark", n));
-      comm_passes[n].push_back(read_json(out));
-      res.raw.push_back(out);
-    }
+      if (passes > 1 && o.log) o.log(fmt::format("pass {}/{}", pass + 1, passes));
+      const std::string sfx = passes > 1 ? fmt::format("-p{}", pass) : "";
+      compute_passes.push_back(run_compute_pass(o, bin, raw_dir, sfx, res.raw));
+      for (int n : o.ranks)
+        if (n > 1) comm_passes[n].push_back(run_comm_pass(o, bin, raw_dir, sfx, n, store_run++, res.raw));
     }
     compute = median_of_documents(compute_passes);
     for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));

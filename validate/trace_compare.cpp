@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <limits>
-#include <map>
+#include <set>
 #include <vector>
 
 namespace dptwin::validate {
@@ -40,7 +40,7 @@ json side_by_side_trace(const json& measured, int step, const json& predicted, c
   // Measured: the two steps, shifted so that the earlier one starts at 0.
   std::vector<const json*> kept;
   double t0 = std::numeric_limits<double>::infinity();
-  std::map<int, bool> ranks;
+  std::set<int> ranks;
   const json measured_events = measured.value("traceEvents", json::array());  // `kept` points into it
   for (const auto& e : measured_events) {
     if (e.value("ph", "") != "X" || !e.contains("args") || !e["args"].contains("step")) continue;
@@ -48,9 +48,9 @@ json side_by_side_trace(const json& measured, int step, const json& predicted, c
     if (s != step && s != step - 1) continue;
     kept.push_back(&e);
     t0 = std::min(t0, e.value("ts", 0.0));
-    ranks[e.value("pid", 0)] = true;
+    ranks.insert(e.value("pid", 0));
   }
-  for (const auto& [r, _] : ranks) {
+  for (int r : ranks) {
     events.push_back(meta("process_name", r, {{"name", "measured rank " + std::to_string(r)}}));
     events.push_back(meta("process_sort_index", r, {{"sort_index", r}}));
     for (int tid : {0, 1}) {

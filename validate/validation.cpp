@@ -228,7 +228,8 @@ namespace {
 // case has, but no more than the cores hold at `threads` threads each. Beyond
 // that the probes time-slice, and their short loops (200 dispatches, one
 // matmul) fall in or out of a slice by chance: on 2 cores, 4 probe processes
-// read dispatch 0.5x and elementwise 1.8x of the reference within one second.
+// read dispatch 0.4-0.7x and elementwise 1.1-1.9x of the reference (after the
+// sharing factor 2) across one validation.
 int probe_processes(const ValidationMatrix& m, int ranks) {
   const int cores = static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
   return std::clamp(cores / std::max(1, m.threads), 1, std::max(1, ranks));
