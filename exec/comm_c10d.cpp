@@ -47,9 +47,13 @@ std::unique_ptr<Communicator> C10dCommunicator::split(const std::string& name) {
   return c;
 }
 
-WorkPtr C10dCommunicator::wrap(const char* kind, c10::intrusive_ptr<c10d::Work> work, std::function<void()> after) {
+WorkPtr C10dCommunicator::wrap(const char* kind, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
+                               std::function<void()> after) {
   auto w = std::make_shared<Work>(fmt::format("{} {} on rank {}", backend_, kind, rank_));
+  // The start is read before the process group is handed the work: its own
+  // thread may run (and a peer finish) the collective before this thread runs again.
   w->mark_started(now_ns());
+  auto work = issue();
   auto complete = [this, w, after = std::move(after)](std::exception_ptr err) {
     if (err) {  // c10 errors carry a C++ backtrace: keep the message only
       try {
@@ -109,9 +113,9 @@ WorkPtr C10dCommunicator::do_allreduce(at::Tensor& t, ReduceOp op) {
   std::vector<at::Tensor> v{reducible(t)};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d_op(op);
-  auto work = pg_->allreduce(v, o);
-  if (v[0].data_ptr() == t.data_ptr()) return wrap("allreduce", work);
-  return wrap("allreduce", work, [t, tmp = v[0]]() mutable { t.copy_(tmp); });
+  auto issue = [&] { return pg_->allreduce(v, o); };
+  if (v[0].data_ptr() == t.data_ptr()) return wrap("allreduce", issue);
+  return wrap("allreduce", issue, [t, tmp = v[0]]() mutable { t.copy_(tmp); });
 }
 
 WorkPtr C10dCommunicator::do_reduce(at::Tensor& t, int root, ReduceOp op) {
@@ -119,23 +123,23 @@ WorkPtr C10dCommunicator::do_reduce(at::Tensor& t, int root, ReduceOp op) {
   c10d::ReduceOptions o;
   o.reduceOp = c10d_op(op);
   o.rootRank = root;
-  auto work = pg_->reduce(v, o);
-  if (v[0].data_ptr() == t.data_ptr() || rank_ != root) return wrap("reduce", work);
-  return wrap("reduce", work, [t, tmp = v[0]]() mutable { t.copy_(tmp); });
+  auto issue = [&] { return pg_->reduce(v, o); };
+  if (v[0].data_ptr() == t.data_ptr() || rank_ != root) return wrap("reduce", issue);
+  return wrap("reduce", issue, [t, tmp = v[0]]() mutable { t.copy_(tmp); });
 }
 
 WorkPtr C10dCommunicator::do_broadcast(at::Tensor& t, int root) {
   std::vector<at::Tensor> v{transportable(t)};
   c10d::BroadcastOptions o;
   o.rootRank = root;
-  return wrap("broadcast", pg_->broadcast(v, o));
+  return wrap("broadcast", [&] { return pg_->broadcast(v, o); });
 }
 
 WorkPtr C10dCommunicator::do_allgather(at::Tensor& in, at::Tensor& out) {
   std::vector<at::Tensor> inputs{transportable(in).view({-1})};
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (auto& chunk : transportable(out).view({-1}).chunk(size_)) outputs[0].push_back(chunk);
-  return wrap("allgather", pg_->allgather(outputs, inputs));
+  return wrap("allgather", [&] { return pg_->allgather(outputs, inputs); });
 }
 
 WorkPtr C10dCommunicator::do_reduce_scatter(at::Tensor& in, at::Tensor& out, ReduceOp op) {
@@ -145,23 +149,22 @@ WorkPtr C10dCommunicator::do_reduce_scatter(at::Tensor& in, at::Tensor& out, Red
   std::vector<at::Tensor> v{tmp};
   c10d::AllreduceOptions o;
   o.reduceOp = c10d_op(op);
-  auto work = pg_->allreduce(v, o);
-  return wrap("reduce_scatter", work, [out, tmp, r = rank_, n = size_]() mutable {
+  return wrap("reduce_scatter", [&] { return pg_->allreduce(v, o); }, [out, tmp, r = rank_, n = size_]() mutable {
     out.view({-1}).copy_(tmp.view({-1}).chunk(n)[static_cast<size_t>(r)]);
   });
 }
 
 WorkPtr C10dCommunicator::do_send(at::Tensor& t, int dst, int tag) {
   std::vector<at::Tensor> v{transportable(t)};
-  return wrap("send", pg_->send(v, dst, tag));
+  return wrap("send", [&] { return pg_->send(v, dst, tag); });
 }
 
 WorkPtr C10dCommunicator::do_recv(at::Tensor& t, int src, int tag) {
   std::vector<at::Tensor> v{transportable(t)};
-  return wrap("recv", pg_->recv(v, src, tag));
+  return wrap("recv", [&] { return pg_->recv(v, src, tag); });
 }
 
-WorkPtr C10dCommunicator::do_barrier() { return wrap("barrier", pg_->barrier()); }
+WorkPtr C10dCommunicator::do_barrier() { return wrap("barrier", [&] { return pg_->barrier(); }); }
 
 c10::intrusive_ptr<c10d::Store> make_c10d_store(const std::string& spec, int rank, int size,
                                                 std::chrono::milliseconds timeout) {

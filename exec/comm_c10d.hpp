@@ -44,8 +44,10 @@ class C10dCommunicator final : public Communicator {
   WorkPtr do_barrier() override;
 
  private:
-  // Wraps a c10d work; `after` runs on success before the Work completes.
-  WorkPtr wrap(const char* kind, c10::intrusive_ptr<c10d::Work> work, std::function<void()> after = {});
+  // Issues a c10d work (`issue` hands it to the process group) and wraps it;
+  // `after` runs on success before the Work completes.
+  WorkPtr wrap(const char* kind, const std::function<c10::intrusive_ptr<c10d::Work>()>& issue,
+               std::function<void()> after = {});
   // Tensor to hand to the process group for a reduction, and how to copy back.
   at::Tensor reducible(const at::Tensor& t) const;
   static at::Tensor transportable(const at::Tensor& t);
