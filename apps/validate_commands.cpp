@@ -36,6 +36,8 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--max-bytes", "largest collective message (4 KiB .. this, x4 steps)", &CalibrateArgs::max_bytes},
       {"--quick", "a few shapes only (smoke tests)", &CalibrateArgs::quick},
       {"--passes", "run the microbenchmarks this many times and fit the median of each figure", &CalibrateArgs::passes},
+      {"--steal-retries", "measure a run again (at most this many times) when the hypervisor stole over 2% of the CPU "
+                          "time during it", &CalibrateArgs::steal_retries},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &CalibrateArgs::nice},
   };
   return t;
@@ -51,6 +53,8 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"--drift-compensation", "run a speed probe before each run and predict it at the speed measured then",
        &ValidateArgs::drift_compensation},
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
+      {"--at-speed-of", "with --predict-only: predict at the machine speed another profile was measured at "
+                        "(compares two calibrations at one speed)", &ValidateArgs::at_speed_of},
       {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
       {"--trace", "write the measured and predicted timelines of one case side by side (Chrome trace JSON)",
@@ -117,6 +121,9 @@ int run_calibrate(const CalibrateArgs& a) {
   if (a.passes > 1 && !a.inputs.empty())
     throw InputError({"command line", 0, 0}, "--passes", "--input refits documents already measured; drop --passes");
   o.passes = a.passes;
+  if (a.steal_retries < 0 || a.steal_retries > 10)
+    throw InputError({"command line", 0, 0}, "--steal-retries", "must be 0..10");
+  o.steal_retries = a.steal_retries;
   if (!a.netns_matrix.empty()) {
     validate::ValidationMatrix m = validate::load_matrix(a.netns_matrix);
     if (m.netns.namespaces.empty()) throw InputError({"command line", 0, 0}, "--netns", "the matrix has no netns section");
@@ -150,6 +157,23 @@ int run_validate(const ValidateArgs& a) {
     const std::string mb = validate::find_microbench_binary(a.microbench);
     if (fs::exists(mb)) o.speed_probe = mb;
     else std::cerr << "note: dptwin-microbench not found: predictions are not drift-compensated\n";
+  }
+  if (!a.at_speed_of.empty()) {
+    if (!a.predict_only)
+      throw InputError({"command line", 0, 0}, "--at-speed-of", "--at-speed-of applies to --predict-only");
+    if (a.profile.empty()) throw InputError({"command line", 0, 0}, "--at-speed-of", "--at-speed-of needs --profile");
+    if (!fs::exists(a.at_speed_of))
+      throw InputError({"command line", 0, 0}, "--at-speed-of", fmt::format("profile '{}' not found", a.at_speed_of));
+    sim::DeviceProfile other;
+    try {
+      sim::apply_profile_document(load_yaml_file(a.at_speed_of), other);
+    } catch (const InputError& e) {
+      throw e.with_context(fmt::format("while reading --at-speed-of profile '{}'", a.at_speed_of));
+    }
+    if (other.speed_reference.empty())
+      throw InputError({"command line", 0, 0}, "--at-speed-of",
+                       fmt::format("profile '{}' records no speed_reference", a.at_speed_of));
+    o.fixed_speed = other.speed_reference;
   }
   o.case_timeout_s = a.case_timeout_s;
   if (!a.trace.empty()) {

@@ -30,6 +30,7 @@ struct CalibrateArgs {
   std::string max_bytes = "256 MiB";
   bool quick = false;
   int passes = 1;
+  int steal_retries = 2;
   int nice = -20;
 };
 const std::vector<OptionRow<CalibrateArgs>>& calibrate_table();
@@ -43,6 +44,7 @@ struct ValidateArgs {
   bool predict_only = false;
   bool drift_compensation = false;
   std::string microbench;      // dptwin-microbench for the speed probe ("" = next to dptwin)
+  std::string at_speed_of;     // predict-only: at this profile's speed_reference
   double case_timeout_s = 900;
   int nice = -20;
   std::string trace;           // side-by-side trace of one case ("" = none)

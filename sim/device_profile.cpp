@@ -104,14 +104,15 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   }
   if (auto n = node.find("ranks_share_machine")) p.ranks_share_machine = n->as<bool>();
   if (auto n = node.find("speed_reference")) {
-    n->check_keys({"matmul", "elementwise", "dispatch"});
+    n->check_keys({"matmul", "matmul_bf16", "elementwise", "dispatch"});
     auto probe_time = [&](const char* k) {
       const YamlNode& v = n->at(k);
       const double t = v.as_time().seconds();
       if (!(t > 0) || t > 10) v.fail("a speed-probe time must be in (0, 10] s");
       return t;
     };
-    p.speed_reference = {probe_time("matmul"), probe_time("elementwise"), probe_time("dispatch")};
+    p.speed_reference = {probe_time("matmul"), probe_time("elementwise"), probe_time("dispatch"),
+                         n->has("matmul_bf16") ? probe_time("matmul_bf16") : 0.0};
   }
   if (auto n = node.find("matmul")) apply_curve(*n, p.matmul);
   if (auto n = node.find("batched_matmul")) apply_curve(*n, p.batched_matmul);
@@ -257,8 +258,11 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   const double fm = ratio(now.matmul_s, speed_reference.matmul_s);
   const double fe = ratio(now.elementwise_s, speed_reference.elementwise_s);
   const double fd = ratio(now.dispatch_s, speed_reference.dispatch_s);
-  for (EfficiencyCurve* c : {&p.matmul, &p.batched_matmul, &p.matmul_half, &p.batched_matmul_half, &p.matmul_o1})
-    c->slow_down(fm);
+  const double fh = now.matmul_bf16_s > 0 && speed_reference.matmul_bf16_s > 0
+                        ? ratio(now.matmul_bf16_s, speed_reference.matmul_bf16_s)
+                        : fm;
+  for (EfficiencyCurve* c : {&p.matmul, &p.batched_matmul}) c->slow_down(fm);
+  for (EfficiencyCurve* c : {&p.matmul_half, &p.batched_matmul_half, &p.matmul_o1}) c->slow_down(fh);
   for (EfficiencyCurve* c : {&p.memory, &p.memory_half, &p.activation, &p.activation_backward, &p.activation_half,
                              &p.activation_half_backward})
     c->slow_down(fe);

@@ -40,10 +40,11 @@ struct EfficiencyCurve {
   void slow_down(double f);
 };
 
-// The machine's speed at one moment: seconds of a fixed 512x768x768 fp32
-// matmul, a 1M-element add and one dispatch (dptwin-microbench --mode speed).
+// The machine's speed at one moment: seconds of a fixed 512x768x768 matmul in
+// fp32 and in bf16, a 1M-element add and one dispatch (dptwin-microbench --mode speed).
 struct SpeedProbe {
   double matmul_s = 0, elementwise_s = 0, dispatch_s = 0;
+  double matmul_bf16_s = 0;  // 0: not read (older profiles): bf16 GEMMs follow matmul_s
   bool empty() const { return !(matmul_s > 0 && elementwise_s > 0 && dispatch_s > 0); }
 };
 
@@ -135,8 +136,9 @@ struct DeviceProfile {
   // The speed probe while this profile was measured (empty = not recorded).
   SpeedProbe speed_reference;
   // This profile on the machine as the probe `now` finds it (drift
-  // compensation on shared hosts): GEMM tables scaled by the matmul ratio
-  // now/reference, memory-class and activation tables and host copies by the
+  // compensation on shared hosts): fp32 GEMM tables scaled by the matmul ratio
+  // now/reference, bf16 ones (half and O1) by the matmul_bf16 ratio where both
+  // probes read it (else the matmul ratio), memory-class and activation tables and host copies by the
   // add ratio, launch and step overheads by the dispatch ratio (ratios clamped
   // to [0.2, 5]). Collective tables are kept. Unchanged without a reference.
   DeviceProfile at_speed(const SpeedProbe& now) const;

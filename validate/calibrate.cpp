@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <thread>
 
 #include "core/error.hpp"
 #include "exec/process.hpp"
@@ -184,6 +185,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
                                               : fs::absolute(o.out).parent_path() / (fs::path(o.out).stem().string() + ".raw");
   json compute;
   std::vector<json> comm;
+  json steal_log = json::array();  // host steal of every measured run and attempt
   if (!o.inputs.empty()) {
     for (const auto& p : o.inputs) {
       json d = read_json(p);
@@ -199,13 +201,47 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
     std::map<int, std::vector<json>> comm_passes;
     const int passes = std::max(1, o.passes);
     int store_run = 0;  // a fresh store port per comm run (emulated), across passes
+    // Runs `run` (which writes one raw document) again while the host's steal
+    // during it exceeds kStealWarnPct, at most o.steal_retries more times.
+    auto calm = [&](const std::string& what, const std::function<json(std::vector<std::string>&)>& run) {
+      std::vector<std::string> paths;
+      json doc;
+      for (int attempt = 0;; ++attempt) {
+        paths.clear();
+        const CpuTimes before = read_cpu_times();
+        doc = run(paths);
+        const double st = steal_pct(before, read_cpu_times());
+        steal_log.push_back({{"run", what}, {"attempt", attempt + 1}, {"steal_pct", st}});
+        if (!(st > kStealWarnPct) || attempt >= o.steal_retries) {
+          if (st > kStealWarnPct && o.log)
+            o.log(fmt::format("warning: {}: host steal {:.1f}% after {} attempts; its figures follow the host's load",
+                              what, st, attempt + 1));
+          break;
+        }
+        if (o.log)
+          o.log(fmt::format("{}: the hypervisor took {:.1f}% of the CPU time (over {:.0f}%): measuring it again",
+                            what, st, kStealWarnPct));
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+      }
+      res.raw.insert(res.raw.end(), paths.begin(), paths.end());
+      return doc;
+    };
     for (int pass = 0; pass < passes; ++pass) {
       if (passes > 1 && o.log) o.log(fmt::format("pass {}/{}", pass + 1, passes));
       const std::string sfx = passes > 1 ? fmt::format("-p{}", pass) : "";
-      compute_passes.push_back(run_compute_pass(o, bin, raw_dir, sfx, res.raw));
+      compute_passes.push_back(calm(fmt::format("compute run{}", sfx),
+                                    [&](std::vector<std::string>& raw) { return run_compute_pass(o, bin, raw_dir, sfx, raw); }));
       for (int n : o.ranks)
-        if (n > 1) comm_passes[n].push_back(run_comm_pass(o, bin, raw_dir, sfx, n, store_run++, res.raw));
+        if (n > 1)
+          comm_passes[n].push_back(calm(fmt::format("comm run, {} ranks{}", n, sfx), [&](std::vector<std::string>& raw) {
+            return run_comm_pass(o, bin, raw_dir, sfx, n, store_run++, raw);
+          }));
     }
+    // Every pass rescaled to the speed all passes' probe readings share (their
+    // median), then the median of each figure: a pass in a slow phase of a
+    // shared host counts at the common speed, not as a slower machine.
+    const SpeedReference ref = probe_reference(compute_passes);
+    for (auto& d : compute_passes) d = normalized_to_speed(d, ref);
     compute = median_of_documents(compute_passes);
     for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));
     if (passes > 1) {
@@ -217,6 +253,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   }
   const topology::ClusterSpec cluster = cluster_of(o.cluster);
   res.fit = fit_profile(compute, comm, o.backend, cluster);
+  if (!steal_log.empty()) res.fit.diagnostics["runs_steal_pct"] = steal_log;
   if (o.emulated) res.fit.profile.ranks_share_machine = true;
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);

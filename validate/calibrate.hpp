@@ -37,6 +37,11 @@ struct CalibrateOptions {
   // the passes (median_of_documents), so that one slow minute of a shared
   // machine does not set the profile. Raw documents: compute-pK.json, ...
   int passes = 1;
+  // A run (the compute run, or one comm run) during which the hypervisor stole
+  // more than kStealWarnPct of the CPU time is measured again, up to this many
+  // times (the run's figures follow the host's load, not the machine); the
+  // steal of every attempt is in the fit diagnostics (runs_steal_pct).
+  int steal_retries = 2;
   std::function<void(const std::string&)> log;
 };
 

@@ -273,10 +273,70 @@ sim::Algorithm algorithm_for(sim::CollectiveKind k) {
 
 }  // namespace
 
-FitReport fit_profile(const json& compute, const std::vector<json>& comm, const std::string& backend,
+namespace {
+
+// Calls fn(figure, reading) for every probed figure of a compute document.
+template <typename Doc, typename Fn>
+void for_each_probed(Doc& doc, Fn&& fn) {
+  auto each_row = [&](const char* section) {
+    if (!doc.contains(section) || !doc.at(section).is_array()) return;
+    for (auto& r : doc.at(section)) {
+      if (r.contains("probe")) {
+        const auto& pr = r.at("probe");
+        for (const char* k : {"seconds", "min_s"})
+          if (r.contains(k)) fn(r.at(k), pr);
+      }
+      for (const char* k : {"fp32", "o1"}) {
+        const std::string probe = std::string(k) + "_probe", fig = std::string(k) + "_s";
+        if (r.contains(probe) && r.contains(fig)) fn(r.at(fig), r.at(probe));
+      }
+    }
+  };
+  for (const char* section : {"compute", "optimizer", "autocast_linear", "memcpy"}) each_row(section);
+  if (doc.contains("dispatch_probe") && doc.contains("dispatch"))
+    for (auto& [k, pr] : doc.at("dispatch_probe").items())
+      if (doc.at("dispatch").contains(k)) fn(doc.at("dispatch").at(k), pr);
+}
+
+}  // namespace
+
+SpeedReference probe_reference(const std::vector<json>& docs) {
+  std::map<std::string, std::vector<double>> xs;
+  for (const auto& d : docs)
+    for_each_probed(d, [&](const json&, const json& pr) {
+      if (pr.contains("class") && pr.contains("s") && pr.at("s").is_number() && pr.at("s").get<double>() > 0)
+        xs[pr.at("class").get<std::string>()].push_back(pr.at("s").get<double>());
+    });
+  SpeedReference ref;
+  for (auto& [c, v] : xs) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    ref[c] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+  return ref;
+}
+
+json normalized_to_speed(const json& doc, const SpeedReference& ref) {
+  if (doc.contains("normalized_to") || ref.empty()) return doc;
+  json out = doc;
+  bool any = false;
+  for_each_probed(out, [&](json& figure, const json& pr) {
+    if (!figure.is_number() || !pr.contains("class") || !pr.contains("s")) return;
+    const auto it = ref.find(pr.at("class").get<std::string>());
+    const double reading = pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
+    if (it == ref.end() || !(reading > 0)) return;
+    figure = figure.get<double>() * std::clamp(it->second / reading, 0.2, 5.0);
+    any = true;
+  });
+  if (any) out["normalized_to"] = ref;
+  return out;
+}
+
+FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, const std::string& backend,
                       const topology::ClusterSpec& cluster) {
-  if (compute.value("schema", "") != "dptwin.microbench/1" || compute.value("mode", "") != "compute")
+  if (compute_in.value("schema", "") != "dptwin.microbench/1" || compute_in.value("mode", "") != "compute")
     bad("the first document is not a dptwin-microbench compute document");
+  const json compute = normalized_to_speed(compute_in, probe_reference({compute_in}));
   FitReport rep;
   sim::DeviceProfile& p = rep.profile;
   p = sim::default_profile(cluster.device);
@@ -410,7 +470,13 @@ FitReport fit_profile(const json& compute, const std::vector<json>& comm, const 
   }
   // The speed probe around the compute suite (geometric mean of before and
   // after): the machine's speed these figures belong to (drift compensation).
-  if (compute.contains("speed_reference")) {
+  if (compute.contains("normalized_to")) {
+    // Every figure is at the probe readings' median speed: that is the reference.
+    const json& n = compute.at("normalized_to");
+    auto at = [&](const char* k) { return n.contains(k) ? n.at(k).get<double>() : 0.0; };
+    p.speed_reference = {at("matmul"), at("elementwise"), at("dispatch"), at("matmul_bf16")};
+    diag["speed_reference"] = n;
+  } else if (compute.contains("speed_reference")) {
     const json& sr = compute.at("speed_reference");
     auto both = [&](const char* k) {
       double prod = 1;
@@ -624,8 +690,11 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   }
   if (p.ranks_share_machine) y += "  ranks_share_machine: true\n";
   if (!p.speed_reference.empty())
-    y += fmt::format("  speed_reference: {{matmul: {}, elementwise: {}, dispatch: {}}}   # the machine's speed meanwhile\n",
+    y += fmt::format("  speed_reference: {{matmul: {}, {}elementwise: {}, dispatch: {}}}   # the machine's speed meanwhile\n",
                      fmt_time(Time::from_seconds(p.speed_reference.matmul_s)),
+                     p.speed_reference.matmul_bf16_s > 0
+                         ? fmt::format("matmul_bf16: {}, ", fmt_time(Time::from_seconds(p.speed_reference.matmul_bf16_s)))
+                         : std::string(),
                      fmt_time(Time::from_seconds(p.speed_reference.elementwise_s)),
                      fmt_time(Time::from_seconds(p.speed_reference.dispatch_s)));
   if (!p.network.empty()) {

@@ -21,6 +21,7 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -99,10 +100,27 @@ struct FitReport {
   nlohmann::json diagnostics;        // per fit: samples, error
 };
 
+// Speed normalisation of compute documents. On a shared host the machine's
+// speed switches between states within seconds, so each case of a compute
+// document carries a quick reading of the speed probe's class next to it
+// ("probe": {"class", "s"}; dispatch_probe, fp32_probe / o1_probe likewise).
+// probe_reference(): per class, the median of those readings over `docs` (the
+// suite's typical speed; empty without readings). normalized_to_speed(): the
+// document with every probed figure ("seconds", "min_s", the dispatch figures,
+// fp32_s / o1_s) scaled by reference / reading (clamped to [0.2, 5]), i.e. as
+// if measured at the reference speed, which it records as "normalized_to".
+// A document already normalised, or without readings, is returned as it is.
+using SpeedReference = std::map<std::string, double>;
+SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
+nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);
+
 // Inputs: the compute document (--mode compute) and any comm documents (--mode
 // comm, one per backend x rank count; only those of `backend` are used). The
 // network fit prices collectives on `cluster` (normally localhost-cpu, or an
-// emulated-cluster topology). Throws InputError on malformed documents.
+// emulated-cluster topology). A compute document with probe readings is
+// normalised to its own probe_reference() first (unless already normalised);
+// the profile's speed_reference is then that reference. Throws InputError on
+// malformed documents.
 FitReport fit_profile(const nlohmann::json& compute, const std::vector<nlohmann::json>& comm,
                       const std::string& backend, const topology::ClusterSpec& cluster);
 

@@ -235,8 +235,10 @@ int probe_processes(const ValidationMatrix& m, int ranks) {
   return std::clamp(cores / std::max(1, m.threads), 1, std::max(1, ranks));
 }
 
+// `now`: the speed probe's reading, by probe_processes(c.ranks) processes at
+// once when `probed_now`, else one process (a profile's reference).
 json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out,
-             const sim::SpeedProbe& now = {}) {
+             const sim::SpeedProbe& now = {}, bool probed_now = true) {
   sim::PointSpec point = point_for_case(m, c, profile);
   const sim::SpeedProbe ref = point.profile.speed_reference;
   if (!now.empty() && !ref.empty()) {
@@ -244,13 +246,14 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
     // Probed by probe_processes(c.ranks) processes at once: their slowdown
     // includes any core sharing that the simulator applies itself
     // (host_sharing), so the speed relative to the reference is divided by it.
-    const int procs = probe_processes(m, c.ranks);
+    const int procs = probed_now ? probe_processes(m, c.ranks) : 1;
     const double f = point.profile.sharing_factor(procs);
-    const sim::SpeedProbe at{now.matmul_s / f, now.elementwise_s / f, now.dispatch_s / f};
+    const sim::SpeedProbe at{now.matmul_s / f, now.elementwise_s / f, now.dispatch_s / f, now.matmul_bf16_s / f};
     out.speed = {{"matmul", at.matmul_s / ref.matmul_s},
                  {"elementwise", at.elementwise_s / ref.elementwise_s},
                  {"dispatch", at.dispatch_s / ref.dispatch_s},
                  {"probe_processes", procs}};
+    if (at.matmul_bf16_s > 0 && ref.matmul_bf16_s > 0) out.speed["matmul_bf16"] = at.matmul_bf16_s / ref.matmul_bf16_s;
     point.profile = point.profile.at_speed(at);
   }
   sim::PointResult r = sim::simulate_point(point);
@@ -351,7 +354,7 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
     specs.push_back(std::move(s));
   }
   exec::GroupOutcome g = exec::run_process_group(specs, 60);
-  std::vector<double> mm, el, di;
+  std::vector<double> mm, el, di, mh;
   for (const auto& path : paths) {
     if (g.ok && fs::exists(path)) {
       try {
@@ -360,6 +363,7 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
         mm.push_back(sp.at("matmul_s").get<double>());
         el.push_back(sp.at("elementwise_s").get<double>());
         di.push_back(sp.at("dispatch_s").get<double>());
+        if (sp.contains("matmul_bf16_s")) mh.push_back(sp.at("matmul_bf16_s").get<double>());
       } catch (const std::exception&) {
       }
     }
@@ -371,7 +375,7 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
       std::sort(v.begin(), v.end());
       return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
     };
-    p = {med(mm), med(el), med(di)};
+    p = {med(mm), med(el), med(di), mh.size() == mm.size() ? med(mh) : 0.0};
   }
   if (p.empty() && o.log) o.log("note: the speed probe failed; this prediction is not drift-compensated");
   return p;
@@ -388,6 +392,10 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   for (size_t i = 0; i < n; ++i) {
     out[i].c = m.cases[i];
     const int ranks = m.cases[i].ranks;
+    if (o.predict_only && !o.fixed_speed.empty()) {
+      predict(m, m.cases[i], o.profile, out[i], o.fixed_speed, false);
+      continue;
+    }
     if (o.predict_only && !o.speed_probe.empty() && !now.count(ranks)) now[ranks] = probe_speed(m, o, ranks);
     predict(m, m.cases[i], o.profile, out[i], o.predict_only ? now[ranks] : sim::SpeedProbe{});
   }

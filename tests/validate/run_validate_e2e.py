@@ -35,7 +35,13 @@ with tempfile.TemporaryDirectory() as tmp:
     if r.returncode == 0:
         text = open(prof).read()
         check("device:" in text and "network:" in text and "host_sharing" in text, "the profile has device, network and sharing sections")
-        check("speed_reference:" in text, "the profile records the speed probe around the compute suite")
+        check("speed_reference:" in text and "matmul_bf16:" in text,
+              "the profile records the speed its figures were normalised to (with the bf16 matmul)")
+        cdoc = json.load(open(os.path.join(tmp, "quick.raw", "compute.json")))
+        check(all(r["probe"]["class"] in ("matmul", "matmul_bf16", "elementwise", "dispatch") and r["probe"]["s"] > 0
+                  for r in cdoc["compute"] + cdoc["optimizer"] + cdoc["memcpy"])
+              and set(cdoc["dispatch_probe"]) == set(cdoc["dispatch"]),
+              "every compute case carries a probe reading of its class")
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
         # Two passes (compute only): both raw documents kept, the median written as compute.json and fitted.
@@ -47,9 +53,21 @@ with tempfile.TemporaryDirectory() as tmp:
                                          for f in ("compute-p0.json", "compute-p1.json", "compute.json")),
               "calibrate --passes 2 keeps both passes and their median" + ("" if r2.returncode == 0 else ": " + r2.stderr[-500:]))
         if r2.returncode == 0:
-            p0, p1, med = (json.load(open(os.path.join(raw2, f)))["compute"] for f in ("compute-p0.json", "compute-p1.json", "compute.json"))
-            check(all(abs(m["seconds"] - (a["seconds"] + b["seconds"]) / 2) <= 1e-12 + 1e-9 * m["seconds"]
-                      for a, b, m in zip(p0, p1, med)), "the fitted document holds the passes' medians")
+            d0, d1, dm = (json.load(open(os.path.join(raw2, f))) for f in ("compute-p0.json", "compute-p1.json", "compute.json"))
+            ref = dm.get("normalized_to", {})
+            at_ref = lambda r: r["seconds"] * min(5.0, max(0.2, ref[r["probe"]["class"]] / r["probe"]["s"]))
+            check(set(ref) == {"matmul", "matmul_bf16", "elementwise", "dispatch"}
+                  and all(abs(m["seconds"] - (at_ref(a) + at_ref(b)) / 2) <= 1e-12 + 1e-9 * m["seconds"]
+                          for a, b, m in zip(d0["compute"], d1["compute"], dm["compute"])),
+                  "the fitted document holds the medians of the passes rescaled to their common probe speed")
+        runs = [e["run"] for e in diag.get("runs_steal_pct", [])]
+        check("compute run" in runs and "comm run, 2 ranks" in runs
+              and all(0 <= e["steal_pct"] <= 100 and e["attempt"] >= 1 for e in diag["runs_steal_pct"]),
+              "the host steal of every calibration run is recorded: %s" % runs)
+        rb = subprocess.run([cli, "calibrate", "--steal-retries", "-1", "--out", os.path.join(tmp, "bad.yaml")],
+                            capture_output=True, text=True, timeout=60)
+        check(rb.returncode != 0 and "--steal-retries" in rb.stderr and "0..10" in rb.stderr,
+              "calibrate --steal-retries -1 is refused naming the option")
         for bad, why in ((["--passes", "0"], "must be 1..20"), (["--passes", "2", "--input", raw2 + "/compute.json"], "drop --passes")):
             rb = subprocess.run([cli, "calibrate", "--out", os.path.join(tmp, "bad.yaml")] + bad, capture_output=True,
                                 text=True, timeout=60)
@@ -86,7 +104,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 # (the matrix runs one thread per rank).
                 ratio = dict(c.get("speed_ratio") or {})
                 procs = ratio.pop("probe_processes", None)
-                check(set(ratio) == {"matmul", "elementwise", "dispatch"} and all(0 < x < 100 for x in ratio.values())
+                check(set(ratio) == {"matmul", "matmul_bf16", "elementwise", "dispatch"} and all(0 < x < 100 for x in ratio.values())
                       and c.get("predicted_uncompensated_step_s", 0) > 0 and procs == min(c["labels"]["ranks"], os.cpu_count() or 1),
                       "%s: speed ratios (probe on %s processes) and the uncompensated prediction recorded (%s)"
                       % (c["label"], procs, ratio))
@@ -119,6 +137,29 @@ with tempfile.TemporaryDirectory() as tmp:
             v_off = json.load(open(os.path.join(off, "validation.json")))
             check(r.returncode == 0 and all("speed_ratio" not in c for c in v_off["cases"]),
                   "without --drift-compensation predictions are at the calibration's speed")
+            # --at-speed-of: one profile predicted at the speed another was measured at.
+            two = os.path.join(tmp, "two.yaml")
+            at = os.path.join(tmp, "at")
+            r = subprocess.run([cli, "validate", matrix, "--profile", prof, "--predict-only", "--at-speed-of", two,
+                                "--out", at], capture_output=True, text=True, timeout=120)
+            check(r.returncode == 0, "--at-speed-of predicts" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+            if r.returncode == 0:
+                v_at = json.load(open(os.path.join(at, "validation.json")))
+                check(all(c.get("speed_ratio", {}).get("probe_processes") == 1 and c["predicted_uncompensated_step_s"] > 0
+                          for c in v_at["cases"])
+                      and all(abs(a["predicted_uncompensated_step_s"] - b["predicted_step_s"]) <= 1e-9 * b["predicted_step_s"]
+                              for a, b in zip(v_at["cases"], v_off["cases"])),
+                      "--at-speed-of: speed ratios against the other profile's reference, uncompensated = plain prediction")
+            nospeed = os.path.join(tmp, "nospeed.yaml")
+            with open(nospeed, "w") as f:
+                f.write("name: n\ndevice: {launch_overhead: 5 us}\n")
+            for extra, why in ((["--at-speed-of", two], "applies to --predict-only"),
+                               (["--predict-only", "--at-speed-of", os.path.join(tmp, "missing.yaml")], "not found"),
+                               (["--predict-only", "--at-speed-of", nospeed], "no speed_reference")):
+                rb = subprocess.run([cli, "validate", matrix, "--profile", prof] + extra, capture_output=True, text=True,
+                                    timeout=60)
+                check(rb.returncode != 0 and "--at-speed-of" in rb.stderr and why in rb.stderr,
+                      "validate %s is refused naming the option: %s" % (" ".join(extra), rb.stderr.strip()[-200:]))
     # 3. namespaces
     probe = subprocess.run(["ip", "netns", "add", "dptwin-e2e-probe"], capture_output=True, text=True)
     if probe.returncode != 0:

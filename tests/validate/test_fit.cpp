@@ -167,6 +167,78 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   CHECK(1e8 / (p.spec.bf16_peak.value() * p.matmul_o1.at(1e8)) == doctest::Approx(1e8 / 60e9).epsilon(0.01));
 }
 
+TEST_CASE("speed normalisation: every probed figure rescaled to the readings' median speed") {
+  using nlohmann::json;
+  auto probe = [](const char* cls, double s) { return json{{"class", cls}, {"s", s}}; };
+  json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
+  // Three fp32 GEMMs, the second in a phase 2x slower (its probe read 2x too).
+  doc["compute"] = json::array({{{"op", "matmul"}, {"seconds", 1.0}, {"min_s", 0.9}, {"probe", probe("matmul", 1.0)}},
+                                {{"op", "matmul"}, {"seconds", 4.0}, {"min_s", 3.6}, {"probe", probe("matmul", 2.0)}},
+                                {{"op", "matmul"}, {"seconds", 3.0}, {"probe", probe("matmul", 1.0)}},
+                                {{"op", "add"}, {"seconds", 1e-6}, {"probe", probe("dispatch", 4e-6)}},
+                                {{"op", "add"}, {"seconds", 3e-6}}});  // no reading: kept
+  doc["dispatch"] = {{"plain_s", 6e-6}, {"backward_fixed_s", 20e-6}};
+  doc["dispatch_probe"] = {{"plain_s", probe("dispatch", 2e-6)}, {"backward_fixed_s", probe("dispatch", 2e-6)}};
+  doc["autocast_linear"] = json::array({{{"fp32_s", 1.0}, {"o1_s", 2.0}, {"fp32_probe", probe("matmul", 1.0)},
+                                         {"o1_probe", probe("matmul_bf16", 0.1)}}});
+  const SpeedReference ref = probe_reference({doc});
+  CHECK(ref.at("matmul") == doctest::Approx(1.0));       // median of 1, 2, 1, 1
+  CHECK(ref.at("dispatch") == doctest::Approx(2e-6));    // median of 4, 2, 2 us
+  CHECK(ref.at("matmul_bf16") == doctest::Approx(0.1));
+  const json n = normalized_to_speed(doc, ref);
+  CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(1.0));
+  CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(2.0));  // the slow phase's 4 s at the common speed
+  CHECK(n["compute"][1]["min_s"].get<double>() == doctest::Approx(1.8));
+  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(0.5e-6));
+  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(3e-6));
+  CHECK(n["dispatch"]["plain_s"].get<double>() == doctest::Approx(6e-6));
+  CHECK(n["autocast_linear"][0]["o1_s"].get<double>() == doctest::Approx(2.0));
+  CHECK(n["normalized_to"]["matmul"].get<double>() == doctest::Approx(1.0));
+  // Normalised once only; a reading 10x off is clamped to 5x.
+  CHECK(normalized_to_speed(n, {{"matmul", 3.0}}) == n);
+  CHECK(normalized_to_speed(doc, {{"matmul", 10.0}})["compute"][0]["seconds"].get<double>() == doctest::Approx(5.0));
+  // Documents without readings: no reference, unchanged.
+  json old = {{"compute", json::array({{{"op", "matmul"}, {"seconds", 1.0}}})}};
+  CHECK(probe_reference({old}).empty());
+  CHECK(normalized_to_speed(old, probe_reference({old})) == old);
+  // The reference of several passes is the median over all their readings.
+  json fast = doc;
+  for (auto& r : fast["compute"])
+    if (r.contains("probe")) r["probe"]["s"] = r["probe"]["s"].get<double>() / 4;
+  fast["autocast_linear"][0]["fp32_probe"]["s"] = 0.25;
+  CHECK(probe_reference({doc, fast}).at("matmul") == doctest::Approx(0.75));  // median of 1,2,1,1 and 0.25,0.5,0.25,0.25
+}
+
+TEST_CASE("fit_profile: a probed document is fitted at its readings' median speed, which becomes its reference") {
+  using nlohmann::json;
+  json rows;
+  json doc = compute_doc(rows);
+  // fp32 GEMMs at 100 GFLOP/s, half of them measured in a phase 2x slower (probe 2 ms instead of 1 ms).
+  int k = 0;
+  for (double f : {1e6, 1e7, 1e8, 1e9, 1e10}) {
+    const bool slow = k++ % 2 == 1;
+    rows.push_back({{"op", "matmul"}, {"dtype", "fp32"}, {"flops", f}, {"seconds", (f / 100e9) * (slow ? 2 : 1)},
+                    {"probe", {{"class", "matmul"}, {"s", slow ? 2e-3 : 1e-3}}}});
+  }
+  for (auto& r : rows)
+    if (!r.contains("probe")) r["probe"] = {{"class", "elementwise"}, {"s", 1e-4}};
+  rows.push_back({{"op", "matmul"}, {"dtype", "bf16"}, {"flops", 1e9}, {"seconds", 1e9 / 400e9},
+                  {"probe", {{"class", "matmul_bf16"}, {"s", 5e-4}}}});
+  rows.push_back({{"op", "matmul"}, {"dtype", "bf16"}, {"flops", 1e8}, {"seconds", 1e8 / 400e9},
+                  {"probe", {{"class", "matmul_bf16"}, {"s", 5e-4}}}});
+  doc["compute"] = rows;
+  doc["dispatch_probe"] = {{"plain_s", {{"class", "dispatch"}, {"s", 3e-6}}}};
+  const FitReport r = fit_profile(doc, {}, "gloo", topology::load_cluster_preset("localhost-cpu"));
+  const sim::DeviceProfile& p = r.profile;
+  CHECK(p.speed_reference.matmul_s == doctest::Approx(1e-3));  // median of 1, 2, 1, 2, 1 ms
+  CHECK(p.speed_reference.matmul_bf16_s == doctest::Approx(5e-4));
+  CHECK(p.speed_reference.elementwise_s == doctest::Approx(1e-4));
+  CHECK(p.speed_reference.dispatch_s == doctest::Approx(3e-6));
+  // Every GEMM at the reference speed: 100 GFLOP/s for the largest.
+  CHECK(1e10 / (p.spec.fp32_peak.value() * p.matmul.at(1e10)) == doctest::Approx(0.1).epsilon(0.02));
+  CHECK(1e9 / (p.spec.fp32_peak.value() * p.matmul.at(1e9)) == doctest::Approx(0.01).epsilon(0.02));
+}
+
 TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   using nlohmann::json;
   json rows;

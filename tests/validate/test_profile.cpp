@@ -254,4 +254,14 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   CHECK(q.speed_reference.matmul_s == doctest::Approx(1e-3).epsilon(1e-3));
   CHECK(q.speed_reference.elementwise_s == doctest::Approx(2e-4).epsilon(1e-3));
   CHECK(q.speed_reference.dispatch_s == doctest::Approx(3e-6).epsilon(1e-3));
+  CHECK(q.speed_reference.matmul_bf16_s == 0);  // not read: absent from the YAML
+  // With a bf16 reading on both sides, bf16 GEMM tables follow it, fp32 ones the fp32 matmul.
+  p.speed_reference.matmul_bf16_s = 5e-4;
+  const sim::DeviceProfile h = p.at_speed({2e-3, 2e-4, 3e-6, 1.25e-3});
+  CHECK(h.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
+  CHECK(h.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.5));
+  CHECK(h.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.5));
+  sim::DeviceProfile q2 = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q2);
+  CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3));
 }
