@@ -15,6 +15,7 @@
 #include "exec/process.hpp"
 #include "topology/cluster.hpp"
 #include "validate/host_load.hpp"
+#include "validate/metrics.hpp"
 
 namespace dptwin::validate {
 
@@ -149,9 +150,7 @@ json median_of_documents(const std::vector<json>& docs) {
     if (first.is_number_integer() && all([&](const json& d) { return d == first; })) return first;
     std::vector<double> v;
     for (const auto& d : docs) v.push_back(d.get<double>());
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+    return median(std::move(v));
   }
   if (first.is_object() && all([](const json& d) { return d.is_object(); })) {
     json out = json::object();

@@ -7,6 +7,13 @@
 
 namespace dptwin::validate {
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 double error_pct(double predicted, double measured) {
   DPTWIN_ASSERT(measured > 0, "a measured time must be positive");
   return 100.0 * (predicted - measured) / measured;

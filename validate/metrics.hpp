@@ -7,6 +7,9 @@
 
 namespace dptwin::validate {
 
+// Median of `v` (mean of the middle two for an even count; 0 when empty).
+double median(std::vector<double> v);
+
 // Signed error of one prediction in percent: 100 · (predicted - measured) / measured.
 // REQUIRES: measured > 0.
 double error_pct(double predicted, double measured);

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "sim/compute_model.hpp"
+#include "validate/metrics.hpp"
 #include "topology/device_spec.hpp"
 
 namespace dptwin::validate {
@@ -17,13 +18,6 @@ namespace dptwin::validate {
 using nlohmann::json;
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Weighted least squares of y ≈ a·x1 + b·x2 with weights 1/y² (relative error),
 // a, b >= 0 (a coefficient that would go negative is fixed at 0 and the other refitted).
@@ -308,11 +302,7 @@ SpeedReference probe_reference(const std::vector<json>& docs) {
         xs[pr.at("class").get<std::string>()].push_back(pr.at("s").get<double>());
     });
   SpeedReference ref;
-  for (auto& [c, v] : xs) {
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    ref[c] = n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  }
+  for (auto& [c, v] : xs) ref[c] = median(std::move(v));
   return ref;
 }
 

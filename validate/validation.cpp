@@ -370,13 +370,7 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
     fs::remove(path);
   }
   sim::SpeedProbe p;
-  if (mm.size() == paths.size()) {
-    auto med = [](std::vector<double> v) {
-      std::sort(v.begin(), v.end());
-      return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-    };
-    p = {med(mm), med(el), med(di), mh.size() == mm.size() ? med(mh) : 0.0};
-  }
+  if (mm.size() == paths.size()) p = {median(mm), median(el), median(di), mh.size() == mm.size() ? median(mh) : 0.0};
   if (p.empty() && o.log) o.log("note: the speed probe failed; this prediction is not drift-compensated");
   return p;
 }

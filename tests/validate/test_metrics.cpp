@@ -8,6 +8,12 @@
 
 using namespace dptwin::validate;
 
+TEST_CASE("median: middle value, mean of the middle two, 0 when empty") {
+  CHECK(median({3.0, 1.0, 2.0}) == doctest::Approx(2.0));
+  CHECK(median({4.0, 1.0, 3.0, 2.0}) == doctest::Approx(2.5));
+  CHECK(median({}) == 0.0);
+}
+
 TEST_CASE("MAPE and worst case") {
   // errors: +10%, -20%, 0% => MAPE 10%, worst 20%.
   std::vector<double> m{1.0, 2.0, 4.0}, p{1.1, 1.6, 4.0};
