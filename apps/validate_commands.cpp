@@ -14,7 +14,7 @@
 
 #include "core/error.hpp"
 #include "validate/calibrate.hpp"
-#include "validate/host_load.hpp"
+#include "core/host_load.hpp"
 #include "validate/validation.hpp"
 
 namespace dptwin::apps {
@@ -38,6 +38,8 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--passes", "run the microbenchmarks this many times and fit the median of each figure", &CalibrateArgs::passes},
       {"--steal-retries", "measure a run again (at most this many times) when the hypervisor stole over 2% of the CPU "
                           "time during it", &CalibrateArgs::steal_retries},
+      {"--comm-rounds", "rounds of every communication probe within one comm run (a figure is the median over "
+                        "them)", &CalibrateArgs::comm_rounds},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &CalibrateArgs::nice},
   };
   return t;
@@ -124,6 +126,8 @@ int run_calibrate(const CalibrateArgs& a) {
   if (a.steal_retries < 0 || a.steal_retries > 10)
     throw InputError({"command line", 0, 0}, "--steal-retries", "must be 0..10");
   o.steal_retries = a.steal_retries;
+  if (a.comm_rounds < 1 || a.comm_rounds > 20) throw InputError({"command line", 0, 0}, "--comm-rounds", "must be 1..20");
+  o.comm_rounds = a.comm_rounds;
   if (!a.netns_matrix.empty()) {
     validate::ValidationMatrix m = validate::load_matrix(a.netns_matrix);
     if (m.netns.namespaces.empty()) throw InputError({"command line", 0, 0}, "--netns", "the matrix has no netns section");
@@ -190,7 +194,7 @@ int run_validate(const ValidateArgs& a) {
   if (!a.predict_only) raise_priority(a.nice);
   auto cases = validate::run_validation(m, o);
   auto s = validate::summarize(cases, m.ranking_tie_pct);
-  if (s.host_steal_pct > validate::kStealWarnPct)
+  if (s.host_steal_pct > kStealWarnPct)
     std::cerr << fmt::format("warning: the hypervisor took {:.1f}% of this machine's CPU time during the runs "
                              "(/proc/stat steal): measured times follow that load\n", s.host_steal_pct);
   const std::string table = validate::to_table(cases, s);

@@ -31,6 +31,7 @@ struct CalibrateArgs {
   bool quick = false;
   int passes = 1;
   int steal_retries = 2;
+  int comm_rounds = 3;
   int nice = -20;
 };
 const std::vector<OptionRow<CalibrateArgs>>& calibrate_table();

@@ -14,7 +14,7 @@
 #include "core/error.hpp"
 #include "exec/process.hpp"
 #include "topology/cluster.hpp"
-#include "validate/host_load.hpp"
+#include "core/host_load.hpp"
 #include "validate/metrics.hpp"
 
 namespace dptwin::validate {
@@ -98,7 +98,8 @@ json run_compute_pass(const CalibrateOptions& o, const std::string& bin, const f
 json run_comm_pass(const CalibrateOptions& o, const std::string& bin, const fs::path& raw_dir, const std::string& sfx,
                    int n, int store_run, std::vector<std::string>& raw) {
   const std::string out = (raw_dir / fmt::format("comm-{}-{}{}.json", o.backend, n, sfx)).string();
-  std::vector<std::string> args{"--mode", "comm", "--backend", o.backend, "--out", out};
+  std::vector<std::string> args{"--mode", "comm", "--backend", o.backend, "--rounds", std::to_string(o.comm_rounds),
+                                "--out", out};
   for (auto& a : common_args(o)) args.push_back(a);
   const auto env = thread_env(o);
   std::vector<exec::ProcessSpec> specs;

@@ -42,6 +42,10 @@ struct CalibrateOptions {
   // times (the run's figures follow the host's load, not the machine); the
   // steal of every attempt is in the fit diagnostics (runs_steal_pct).
   int steal_retries = 2;
+  // Rounds of every comm probe within one comm run (dptwin-microbench
+  // --rounds): a figure is the median over the rounds, each a share of the
+  // repetitions, so that it samples the whole run rather than one block.
+  int comm_rounds = 3;
   std::function<void(const std::string&)> log;
 };
 

@@ -16,7 +16,7 @@
 #include "exec/process.hpp"
 #include "sim/output.hpp"
 #include "sim/simulate.hpp"
-#include "validate/host_load.hpp"
+#include "core/host_load.hpp"
 #include "validate/metrics.hpp"
 #include "validate/trace_compare.hpp"
 

@@ -65,7 +65,7 @@ struct ValidationSummary {
   int ties_unordered = 0;        // of the ties: pairs the rounds do not order (beyond the tie band)
   int discordant_band_only = 0;  // discordant pairs counting only the tie band (rounds ignored)
   bool ranking_correct = true;   // no discordant pair the measurement orders
-  double host_steal_pct = -1;    // mean over the runs of the CPU time stolen (validate/host_load.hpp); -1: unknown
+  double host_steal_pct = -1;    // mean over the runs of the CPU time stolen (core/host_load.hpp); -1: unknown
 };
 
 // Significance at which the rounds of two cases must order them (below).

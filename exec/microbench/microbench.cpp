@@ -19,8 +19,10 @@
 //                   (core sharing); compute while an allreduce is in flight
 //                   (overlap slowdown); compute while a Horovod-style background
 //                   loop negotiates every 1 ms (loop slowdown); the step
-//                   skeleton (bench_sync: how ranks meet at collectives after
-//                   compute). Rank 0 writes the document.
+//                   skeleton (SyncProbe: how ranks meet at collectives after
+//                   compute). Every probe measures in --rounds interleaved
+//                   rounds (default 3); a figure is the median over all of
+//                   them. Rank 0 writes the document.
 //   --mode sync     the step skeleton alone (one rank of a launched group).
 // Every figure is the median of repetitions after a warm-up; the number of
 // repetitions adapts to a time budget per case (the same on every rank).
@@ -47,6 +49,7 @@
 
 #include <fmt/format.h>
 
+#include "core/host_load.hpp"
 #include "models/workload.hpp"
 
 #include "exec/amp.hpp"
@@ -64,6 +67,7 @@ struct Args {
   int threads = 1;
   double budget_s = 0.15;       // time budget per case (seconds of repetitions)
   int min_reps = 3, max_reps = 50;
+  int rounds = 3;               // comm/sync mode: interleaved rounds of every probe
   double min_bytes = 4096, max_bytes = 256.0 * 1024 * 1024;
   std::string out;
   bool quick = false;           // fewer shapes (tests)
@@ -416,14 +420,16 @@ double allmax(RankCtx& c, double v) {
 
 // Times a collective `fn` (returns its Work) on every rank: per repetition,
 // barrier, issue, wait; the repetition's time is the slowest rank's.
-json time_collective(const Args& a, RankCtx& c, const std::function<dptwin::exec::WorkPtr()>& fn) {
+// Repetitions fill `budget_s`; `warm` skips the warm-up call (a later round).
+json time_collective(const Args& a, RankCtx& c, const std::function<dptwin::exec::WorkPtr()>& fn,
+                     double budget_s, bool warm = false) {
   c.comm->barrier()->wait(kTimeout);
-  fn()->wait(kTimeout);
+  if (!warm) fn()->wait(kTimeout);
   c.comm->barrier()->wait(kTimeout);
   auto t0 = Clock::now();
   fn()->wait(kTimeout);
   const double est = allmax(c, std::max(seconds_since(t0), 1e-6));
-  const int reps = std::clamp(static_cast<int>(a.budget_s / est), a.min_reps, a.max_reps);
+  const int reps = std::clamp(static_cast<int>(budget_s / est), a.min_reps, a.max_reps);
   auto xs = torch::zeros({reps}, torch::kFloat64);
   auto acc = xs.accessor<double, 1>();
   for (int r = 0; r < reps; ++r) {
@@ -441,76 +447,298 @@ json time_collective(const Args& a, RankCtx& c, const std::function<dptwin::exec
 // barrier): the whole loop's wall time over its calls, the slowest rank's. A
 // loop, not per-call medians: with more ranks than cores the scheduler
 // time-slices whole calls, which per-call medians would hide.
-double time_concurrent(const Args& a, RankCtx& c, const std::function<void()>& fn, int reps) {
+double time_concurrent(RankCtx& c, const std::function<void()>& fn, int reps) {
   fn();
   c.comm->barrier()->wait(kTimeout);
   auto t = Clock::now();
   for (int r = 0; r < reps; ++r) fn();
-  (void)a;
   return allmax(c, seconds_since(t) / reps);
 }
+
+// The comm run's probes measure in rounds (--rounds): every round runs each
+// probe once with its share of the samples, and a figure is the median over
+// the rounds, so that it samples the whole run rather than the few seconds one
+// block of repetitions takes. On a shared host the speed switches between
+// states within seconds: two calibrations in a row (0.2% steal) read a 2-rank
+// 64 KiB allreduce at 0.30 and 2.4 ms and the 12-matmul arrival skew at 4.0
+// and 7.8 ms, each from one block. The rounds also carry the host's steal:
+// every rank reads /proc/stat around a round and the group takes the largest
+// share; when some rounds stayed at or below kStealWarnPct, the figures come
+// from those rounds alone (calibrate's run-level retry, at round granularity).
+int share(int total, int rounds) { return std::max(1, (total + rounds - 1) / rounds); }
+
+// One figure's samples, kept by round.
+class RoundSamples {
+ public:
+  void add(int round, double v) {
+    if (static_cast<int>(by_round_.size()) <= round) by_round_.resize(round + 1);
+    by_round_[round].push_back(v);
+  }
+  // The samples of the rounds `use` selects, pooled.
+  std::vector<double> pooled(const std::vector<bool>& use) const {
+    std::vector<double> v;
+    for (size_t r = 0; r < by_round_.size(); ++r)
+      if (use.at(r)) v.insert(v.end(), by_round_[r].begin(), by_round_[r].end());
+    return v;
+  }
+  double median_of(const std::vector<bool>& use) const { return median(pooled(use)); }
+  const std::vector<std::vector<double>>& rounds() const { return by_round_; }
+
+ private:
+  std::vector<std::vector<double>> by_round_;
+};
+
+// Every collective of the comm interface by message size, and the
+// parameter-server round (reduce to rank 0 + broadcast). A figure is the
+// median of its rounds' medians.
+class CollectiveSweep {
+ public:
+  void round(const Args& a, RankCtx& c, int r) {
+    const int n = c.size;
+    const double budget = a.budget_s / a.rounds;
+    size_t next = 0;
+    auto rec = [&](const char* kind, double bytes, const std::function<dptwin::exec::WorkPtr()>& fn) {
+      if (next == cases_.size()) cases_.push_back({kind, bytes, {}, {}, 0});
+      Case& k = cases_[next++];
+      const json t = time_collective(a, c, fn, budget, r > 0);
+      k.round_s.add(r, t["seconds"].get<double>());
+      k.min_s.add(r, t["min_s"].get<double>());
+      k.reps += t["reps"].get<int>();
+    };
+    for (double bytes = a.min_bytes; bytes <= a.max_bytes * 1.0001; bytes *= 4) {
+      const int64_t numel = static_cast<int64_t>(bytes / 4);
+      auto buf = torch::ones({numel});
+      auto piece = torch::ones({std::max<int64_t>(numel / n, 1)});
+      auto gathered = torch::empty({piece.numel() * n});
+      rec("allreduce", bytes, [&] { return c.comm->allreduce(buf); });
+      if (bytes > a.max_bytes / 4 + 1) continue;  // the rooted kinds up to max/4 keep calibration short
+      rec("broadcast", bytes, [&] { return c.comm->broadcast(buf, 0); });
+      rec("reduce", bytes, [&] { return c.comm->reduce(buf, 0); });
+      rec("allgather", bytes, [&] { return c.comm->allgather(piece, gathered); });
+      rec("ps_round", bytes, [&] {
+        c.comm->reduce(buf, 0)->wait(kTimeout);
+        return c.comm->broadcast(buf, 0);
+      });
+    }
+  }
+
+  void write(RankCtx& c, json& rows, const std::vector<bool>& use) const {
+    for (const Case& k : cases_) {
+      const std::vector<double> all = k.round_s.pooled(std::vector<bool>(use.size(), true));
+      const std::vector<double> mins = k.min_s.pooled(use);
+      json row = {{"kind", k.kind},
+                  {"backend", c.comm->backend()},
+                  {"ranks", c.size},
+                  {"bytes", k.bytes},
+                  {"seconds", k.round_s.median_of(use)},
+                  {"rounds_s", all},
+                  {"reps", k.reps},
+                  {"min_s", *std::min_element(mins.begin(), mins.end())}};
+      if (c.rank == 0)
+        std::cerr << fmt::format("  {} {} ranks {} {:>10.0f} B: {:.6f} s (rounds {:.6f}..{:.6f})\n", k.kind,
+                                 c.comm->backend(), c.size, k.bytes, row["seconds"].get<double>(),
+                                 *std::min_element(all.begin(), all.end()), *std::max_element(all.begin(), all.end()));
+      rows.push_back(row);
+    }
+  }
+
+ private:
+  struct Case {
+    std::string kind;
+    double bytes;
+    RoundSamples round_s, min_s;  // per round: its median, its fastest repetition
+    int reps;
+  };
+  std::vector<Case> cases_;
+};
+
+// Core sharing: the same compute on every rank at once, and the sharing factor
+// measured back to back: rank 0 alone (the others wait at a barrier), then
+// every rank at once; the median ratio of such pairs (7 over all rounds at
+// least), so that slow drifts of other load on the machine cancel out.
+class SharingProbe {
+ public:
+  SharingProbe() : A_(torch::randn({512, 768})), B_(torch::randn({768, 768})), x_(torch::randn({1 << 20})),
+                   y_(torch::randn({1 << 20})), t1_(torch::zeros({1})) {}
+
+  void round(const Args& a, RankCtx& c, int r) {
+    torch::NoGradGuard ng;
+    matmul_.add(r, time_concurrent(c, [&] { auto z = torch::matmul(A_, B_); }, 20));
+    elementwise_.add(r, time_concurrent(c, [&] { auto z = x_ + y_; }, 30));
+    dispatch_.add(r, time_concurrent(c, [&] { for (int i = 0; i < 200; ++i) t1_.add_(1.0); }, 20) / 200);
+    auto mix = [&] {
+      auto z = torch::matmul(A_, B_);
+      auto w = x_ + y_;
+      for (int i = 0; i < 200; ++i) t1_.add_(1.0);
+    };
+    mix();
+    for (int rep = 0; rep < share(7, a.rounds); ++rep) {
+      c.comm->barrier()->wait(kTimeout);
+      double alone = 0;
+      if (c.rank == 0) {
+        auto t = Clock::now();
+        for (int i = 0; i < 8; ++i) mix();
+        alone = seconds_since(t);
+      }
+      alone = allmax(c, alone);
+      c.comm->barrier()->wait(kTimeout);
+      auto t = Clock::now();
+      for (int i = 0; i < 8; ++i) mix();
+      ratios_.add(r, allmax(c, seconds_since(t)) / alone);
+    }
+  }
+
+  void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
+    doc["concurrency"] = {{"ranks", c.size},
+                          {"matmul_s", matmul_.median_of(use)},
+                          {"matmul_flops", 2.0 * 512 * 768 * 768},
+                          {"elementwise_s", elementwise_.median_of(use)},
+                          {"elementwise_bytes", 3.0 * 4 * (1 << 20)},
+                          {"dispatch_s", dispatch_.median_of(use)},
+                          {"sharing_factor", ratios_.median_of(use)},
+                          {"pairs", ratios_.pooled(use).size()}};
+  }
+
+ private:
+  torch::Tensor A_, B_, x_, y_, t1_;
+  RoundSamples matmul_, elementwise_, dispatch_, ratios_;
+};
+
+// Overlap: matmuls while a 16 MiB allreduce is in flight vs alone, back-to-back
+// pairs (11 over all rounds at least); the slowdown is the median of the
+// pairs' ratios (drifts of the machine's speed slower than a pair cancel), the
+// worst rank's.
+class OverlapProbe {
+ public:
+  OverlapProbe() : A_(torch::randn({256, 768})), B_(torch::randn({768, 768})), buf_(torch::ones({int64_t{16} << 20 >> 2})) {}
+
+  void round(const Args& a, RankCtx& c, int r) {
+    torch::NoGradGuard ng;
+    auto one = [&] { auto z = torch::matmul(A_, B_); };
+    if (k_ == 0) {  // the number of matmuls that fills 80% of one allreduce, read once
+      one();
+      auto t0 = Clock::now();
+      for (int i = 0; i < 5; ++i) one();
+      const double per = allmax(c, seconds_since(t0) / 5);
+      c.comm->barrier()->wait(kTimeout);
+      t0 = Clock::now();
+      c.comm->allreduce(buf_)->wait(kTimeout);
+      comm_s_ = allmax(c, seconds_since(t0));
+      k_ = std::clamp(static_cast<int>(0.8 * comm_s_ / per), 2, 400);
+    }
+    for (int rep = 0; rep < share(11, a.rounds); ++rep) {
+      c.comm->barrier()->wait(kTimeout);
+      auto t0 = Clock::now();
+      for (int i = 0; i < k_; ++i) one();
+      const double alone = seconds_since(t0);
+      c.comm->barrier()->wait(kTimeout);
+      auto w = c.comm->allreduce(buf_);
+      t0 = Clock::now();
+      for (int i = 0; i < k_; ++i) one();
+      const double with = seconds_since(t0);
+      w->wait(kTimeout);
+      alone_.add(r, alone);
+      with_.add(r, with);
+      ratios_.add(r, with / alone);
+    }
+  }
+
+  void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
+    doc["overlap"] = {{"compute_alone_s", allmax(c, alone_.median_of(use))},
+                      {"compute_with_comm_s", allmax(c, with_.median_of(use))},
+                      {"slowdown", allmax(c, ratios_.median_of(use)) - 1.0},
+                      {"comm_alone_s", comm_s_},
+                      {"matmuls", k_},
+                      {"pairs", ratios_.pooled(use).size()}};
+  }
+
+ private:
+  torch::Tensor A_, B_, buf_;
+  int k_ = 0;
+  double comm_s_ = 0;
+  RoundSamples alone_, with_, ratios_;
+};
 
 // Horovod's background loop: a thread that wakes every cycle (1 ms) and
 // negotiates with a small allreduce of request flags on its own channel, even
 // while nothing is ready. It takes CPU from the training thread; this measures
 // how much: the same compute mix alone and with the loop ticking (median ratio
-// of 15 back-to-back pairs: with 7, two calibrations in a row read +34% and
-// +46% at 2 ranks), and one negotiation's latency.
-void bench_horovod_loop(const Args& a, RankCtx& c, json& doc) {
-  constexpr double kCycleMs = 1.0;
-  constexpr int64_t kFlags = 150;  // about GPT-2's parameter-tensor count
-  auto loop_comm = c.comm->split("hvd-probe");
-  auto flags = torch::ones({kFlags + 1}, torch::kInt);
-  const json neg = time_collective(a, c, [&] { return c.comm->allreduce(flags, dptwin::exec::ReduceOp::Min); });
-  torch::NoGradGuard ng;
-  auto A = torch::randn({512, 768}), B = torch::randn({768, 768});
-  auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20});
-  auto t1 = torch::zeros({1});
-  auto mix = [&] {
-    auto z = torch::matmul(A, B);
-    auto w = x + y;
-    for (int i = 0; i < 200; ++i) t1.add_(1.0);
-  };
-  mix();
-  std::vector<double> alone_v, with_v;
-  int ticks = 0;
-  for (int rep = 0; rep < 15; ++rep) {
-    c.comm->barrier()->wait(kTimeout);
-    auto t = Clock::now();
-    for (int i = 0; i < 8; ++i) mix();
-    alone_v.push_back(allmax(c, seconds_since(t)));
-    // The loop stops by agreement (a flag in the allreduce), like Horovod's.
-    std::atomic<bool> stop{false};
-    std::thread loop([&] {
-      auto f = torch::zeros({kFlags + 1}, torch::kInt);
-      auto next = Clock::now();
-      for (;;) {
-        next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(kCycleMs));
-        std::this_thread::sleep_until(std::max(next, Clock::now()));
-        f.zero_();
-        f[kFlags] = stop.load() ? 1 : 0;
-        loop_comm->allreduce(f, dptwin::exec::ReduceOp::Max)->wait(kTimeout);
-        ++ticks;
-        if (f[kFlags].item<int>() == 1) return;
-      }
-    });
-    c.comm->barrier()->wait(kTimeout);
-    t = Clock::now();
-    for (int i = 0; i < 8; ++i) mix();
-    with_v.push_back(allmax(c, seconds_since(t)));
-    stop.store(true);
-    loop.join();
+// of back-to-back pairs, 15 over all rounds: with 7, two calibrations in a row
+// read +34% and +46% at 2 ranks), and one negotiation's latency.
+class HorovodLoopProbe {
+ public:
+  static constexpr double kCycleMs = 1.0;
+  static constexpr int64_t kFlags = 150;  // about GPT-2's parameter-tensor count
+
+  explicit HorovodLoopProbe(RankCtx& c)
+      : loop_comm_(c.comm->split("hvd-probe")), A_(torch::randn({512, 768})), B_(torch::randn({768, 768})),
+        x_(torch::randn({1 << 20})), y_(torch::randn({1 << 20})), t1_(torch::zeros({1})) {}
+
+  void round(const Args& a, RankCtx& c, int r) {
+    auto flags = torch::ones({kFlags + 1}, torch::kInt);
+    neg_.add(r, time_collective(a, c, [&] { return c.comm->allreduce(flags, dptwin::exec::ReduceOp::Min); },
+                                a.budget_s / a.rounds, r > 0)["seconds"]
+                    .get<double>());
+    torch::NoGradGuard ng;
+    auto mix = [&] {
+      auto z = torch::matmul(A_, B_);
+      auto w = x_ + y_;
+      for (int i = 0; i < 200; ++i) t1_.add_(1.0);
+    };
+    mix();
+    for (int rep = 0; rep < share(15, a.rounds); ++rep) {
+      c.comm->barrier()->wait(kTimeout);
+      auto t = Clock::now();
+      for (int i = 0; i < 8; ++i) mix();
+      const double alone = allmax(c, seconds_since(t));
+      // The loop stops by agreement (a flag in the allreduce), like Horovod's.
+      std::atomic<bool> stop{false};
+      std::thread loop([&] {
+        auto f = torch::zeros({kFlags + 1}, torch::kInt);
+        auto next = Clock::now();
+        for (;;) {
+          next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(kCycleMs));
+          std::this_thread::sleep_until(std::max(next, Clock::now()));
+          f.zero_();
+          f[kFlags] = stop.load() ? 1 : 0;
+          loop_comm_->allreduce(f, dptwin::exec::ReduceOp::Max)->wait(kTimeout);
+          ++ticks_;
+          if (f[kFlags].item<int>() == 1) return;
+        }
+      });
+      c.comm->barrier()->wait(kTimeout);
+      t = Clock::now();
+      for (int i = 0; i < 8; ++i) mix();
+      const double with = allmax(c, seconds_since(t));
+      stop.store(true);
+      loop.join();
+      alone_.add(r, alone);
+      with_.add(r, with);
+      ratios_.add(r, with / alone);
+    }
   }
-  std::vector<double> ratios;
-  for (size_t i = 0; i < alone_v.size(); ++i) ratios.push_back(with_v[i] / alone_v[i]);
-  doc["horovod_loop"] = {{"cycle_ms", kCycleMs},       {"flags", kFlags + 1},
-                         {"negotiation_s", neg["seconds"]}, {"compute_alone_s", median(alone_v)},
-                         {"compute_with_loop_s", median(with_v)}, {"slowdown", median(ratios) - 1.0},
-                         {"ticks", ticks}};
-  if (c.rank == 0)
-    std::cerr << fmt::format("  horovod loop ({} ms cycle): compute x{:.3f}, negotiation {:.1f} us\n", kCycleMs,
-                             median(ratios), neg["seconds"].get<double>() * 1e6);
-}
+
+  void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
+    const double ratio = ratios_.median_of(use), neg = neg_.median_of(use);
+    doc["horovod_loop"] = {{"cycle_ms", kCycleMs},
+                           {"flags", kFlags + 1},
+                           {"negotiation_s", neg},
+                           {"compute_alone_s", alone_.median_of(use)},
+                           {"compute_with_loop_s", with_.median_of(use)},
+                           {"slowdown", ratio - 1.0},
+                           {"ticks", ticks_},
+                           {"pairs", ratios_.pooled(use).size()}};
+    if (c.rank == 0)
+      std::cerr << fmt::format("  horovod loop ({} ms cycle): compute x{:.3f}, negotiation {:.1f} us\n", kCycleMs,
+                               ratio, neg * 1e6);
+  }
+
+ private:
+  std::unique_ptr<dptwin::exec::Communicator> loop_comm_;
+  torch::Tensor A_, B_, x_, y_, t1_;
+  RoundSamples neg_, alone_, with_, ratios_;
+  int ticks_ = 0;
+};
 
 // One training step's synchronisation skeleton without a model, as the
 // data-parallel strategies meet it every step: two buffer broadcasts from rank 0
@@ -524,210 +752,173 @@ void bench_horovod_loop(const Args& a, RankCtx& c, json& doc) {
 // next to the same three collectives timed alone in the same iteration (after
 // a barrier, so that drifts of the machine's speed cancel out). Two burst
 // lengths (3 and 12 matmuls), so that the fit sees how the skew grows with the
-// compute between two meetings. Ranks on one host share steady_clock.
-void bench_sync(RankCtx& c, json& doc) {
-  torch::NoGradGuard ng;
-  const int n = c.size;
-  auto A = torch::randn({256, 768}), B = torch::randn({768, 768});
-  auto x = torch::randn({1 << 19}), y = torch::randn({1 << 19});
-  auto t1 = torch::zeros({1});
-  auto mask = torch::ones({2048});     // 8 KiB
-  auto scalar = torch::ones({2});      // 8 B
-  auto grad = torch::ones({1 << 17});  // 512 KiB
-  auto optimizer = [&] { x.add_(y, 1e-3); };
-  json& s = doc["sync"];
-  s = {{"ranks", n}, {"mask_bytes", 8192}, {"scalar_bytes", 8}, {"grad_bytes", 512 * 1024}};
-  auto now = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
-  constexpr int kCols = 11;
-  for (const auto& [matmuls, iters] : {std::pair{3, 20}, std::pair{12, 12}}) {
-    auto burst = [&, matmuls = matmuls] {
-      for (int i = 0; i < matmuls; ++i) auto z = torch::matmul(A, B);
-      for (int i = 0; i < 200; ++i) t1.add_(1.0);
-    };
-    constexpr int kWarm = 3;
-    auto rec = torch::zeros({iters, kCols}, torch::kFloat64);
-    auto acc = rec.accessor<double, 2>();
-    burst();
-    c.comm->barrier()->wait(kTimeout);
-    for (int it = 0; it < kWarm + iters; ++it) {
-      std::array<double, kCols> t{};
-      t[0] = now();
-      c.comm->broadcast(mask, 0)->wait(kTimeout);
-      t[1] = now();
-      c.comm->broadcast(scalar, 0)->wait(kTimeout);
-      t[2] = now();
+// compute between two meetings. Every round runs both skeletons' full
+// iterations; the figures are medians over all rounds' iterations. Ranks on
+// one host share steady_clock.
+class SyncProbe {
+ public:
+  SyncProbe() : A_(torch::randn({256, 768})), B_(torch::randn({768, 768})), x_(torch::randn({1 << 19})),
+                y_(torch::randn({1 << 19})), t1_(torch::zeros({1})), mask_(torch::ones({2048})),
+                scalar_(torch::ones({2})), grad_(torch::ones({1 << 17})) {}
+
+  void round(RankCtx& c, int r) {
+    torch::NoGradGuard ng;
+    const int n = c.size;
+    auto now = [] { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); };
+    auto optimizer = [&] { x_.add_(y_, 1e-3); };
+    constexpr int kCols = 11;
+    for (Skeleton& sk : skeletons_) {
+      const int iters = sk.iterations_per_round;
+      auto burst = [&, matmuls = sk.matmuls] {
+        for (int i = 0; i < matmuls; ++i) auto z = torch::matmul(A_, B_);
+        for (int i = 0; i < 200; ++i) t1_.add_(1.0);
+      };
+      constexpr int kWarm = 3;
+      auto rec = torch::zeros({iters, kCols}, torch::kFloat64);
+      auto acc = rec.accessor<double, 2>();
       burst();
-      t[3] = now();
-      c.comm->allreduce(grad)->wait(kTimeout);
-      t[4] = now();
-      optimizer();
-      t[5] = now();
-      // The same collectives alone: ranks enter each together, none computing.
       c.comm->barrier()->wait(kTimeout);
-      t[6] = now();
-      c.comm->broadcast(mask, 0)->wait(kTimeout);
-      t[7] = now();
-      c.comm->broadcast(scalar, 0)->wait(kTimeout);
-      t[8] = now();
-      c.comm->barrier()->wait(kTimeout);
-      t[9] = now();
-      c.comm->allreduce(grad)->wait(kTimeout);
-      t[10] = now();
-      if (it >= kWarm)
-        for (int k = 0; k < kCols; ++k) acc[it - kWarm][k] = t[k];
-    }
-    auto all = torch::empty({n * iters * kCols}, torch::kFloat64);
-    c.comm->allgather(rec.reshape({-1}), all)->wait(kTimeout);
-    auto gathered = all.reshape({n, iters, kCols});
-    auto ga = gathered.accessor<double, 3>();
-    auto last = [&](int i, int k) {
-      double m = ga[0][i][k];
-      for (int r = 1; r < n; ++r) m = std::max(m, ga[r][i][k]);
-      return m;
-    };
-    std::vector<double> mask_after, scalar_after, grad_after, mask_alone, scalar_alone, grad_alone, extra, skew, burst_s;
-    for (int i = 0; i < iters; ++i) {
-      double mean_arrival = 0, mean_burst = 0;
-      for (int r = 0; r < n; ++r) {
-        mean_arrival += ga[r][i][3] / n;
-        mean_burst += (ga[r][i][3] - ga[r][i][2]) / n;
+      for (int it = 0; it < kWarm + iters; ++it) {
+        std::array<double, kCols> t{};
+        t[0] = now();
+        c.comm->broadcast(mask_, 0)->wait(kTimeout);
+        t[1] = now();
+        c.comm->broadcast(scalar_, 0)->wait(kTimeout);
+        t[2] = now();
+        burst();
+        t[3] = now();
+        c.comm->allreduce(grad_)->wait(kTimeout);
+        t[4] = now();
+        optimizer();
+        t[5] = now();
+        // The same collectives alone: ranks enter each together, none computing.
+        c.comm->barrier()->wait(kTimeout);
+        t[6] = now();
+        c.comm->broadcast(mask_, 0)->wait(kTimeout);
+        t[7] = now();
+        c.comm->broadcast(scalar_, 0)->wait(kTimeout);
+        t[8] = now();
+        c.comm->barrier()->wait(kTimeout);
+        t[9] = now();
+        c.comm->allreduce(grad_)->wait(kTimeout);
+        t[10] = now();
+        if (it >= kWarm)
+          for (int k = 0; k < kCols; ++k) acc[it - kWarm][k] = t[k];
       }
-      mask_after.push_back(last(i, 1) - last(i, 0));
-      scalar_after.push_back(last(i, 2) - last(i, 1));
-      grad_after.push_back(last(i, 4) - last(i, 3));
-      mask_alone.push_back(last(i, 7) - last(i, 6));
-      scalar_alone.push_back(last(i, 8) - last(i, 7));
-      grad_alone.push_back(last(i, 10) - last(i, 9));
-      extra.push_back(mask_after.back() + scalar_after.back() + grad_after.back() - mask_alone.back() -
-                      scalar_alone.back() - grad_alone.back());
-      skew.push_back(last(i, 3) - mean_arrival);
-      burst_s.push_back(mean_burst);
+      auto all = torch::empty({n * iters * kCols}, torch::kFloat64);
+      c.comm->allgather(rec.reshape({-1}), all)->wait(kTimeout);
+      auto gathered = all.reshape({n, iters, kCols});
+      auto ga = gathered.accessor<double, 3>();
+      auto last = [&](int i, int k) {
+        double m = ga[0][i][k];
+        for (int q = 1; q < n; ++q) m = std::max(m, ga[q][i][k]);
+        return m;
+      };
+      for (int i = 0; i < iters; ++i) {
+        double mean_arrival = 0, mean_burst = 0;
+        for (int q = 0; q < n; ++q) {
+          mean_arrival += ga[q][i][3] / n;
+          mean_burst += (ga[q][i][3] - ga[q][i][2]) / n;
+        }
+        const double mask_after = last(i, 1) - last(i, 0), scalar_after = last(i, 2) - last(i, 1),
+                     grad_after = last(i, 4) - last(i, 3), mask_alone = last(i, 7) - last(i, 6),
+                     scalar_alone = last(i, 8) - last(i, 7), grad_alone = last(i, 10) - last(i, 9);
+        sk.mask_after.add(r, mask_after);
+        sk.scalar_after.add(r, scalar_after);
+        sk.grad_after.add(r, grad_after);
+        sk.mask_alone.add(r, mask_alone);
+        sk.scalar_alone.add(r, scalar_alone);
+        sk.grad_alone.add(r, grad_alone);
+        sk.extra.add(r, mask_after + scalar_after + grad_after - mask_alone - scalar_alone - grad_alone);
+        sk.skew.add(r, last(i, 3) - mean_arrival);
+        sk.burst_s.add(r, mean_burst);
+      }
     }
-    const json k = {{"matmuls", matmuls},
-                    {"iterations", iters},
-                    {"burst_s", median(burst_s)},
-                    {"arrival_skew_s", median(skew)},
-                    {"mask_broadcast_after_s", median(mask_after)},
-                    {"scalar_broadcast_after_s", median(scalar_after)},
-                    {"grad_allreduce_after_s", median(grad_after)},
-                    {"mask_broadcast_alone_s", median(mask_alone)},
-                    {"scalar_broadcast_alone_s", median(scalar_alone)},
-                    {"grad_allreduce_alone_s", median(grad_alone)},
-                    {"extra_s", median(extra)}};
-    s["skeletons"].push_back(k);
-    if (c.rank == 0)
-      std::cerr << fmt::format(
-          "  sync skeleton ({} ranks, {} matmuls): burst {:.2f} ms, arrival skew {:.2f} ms; after the last arrival "
-          "(alone): mask bcast {:.2f} ({:.2f}), scalar bcast {:.2f} ({:.2f}), allreduce {:.2f} ({:.2f}) ms; extra {:.2f} ms\n",
-          n, matmuls, median(burst_s) * 1e3, median(skew) * 1e3, median(mask_after) * 1e3, median(mask_alone) * 1e3,
-          median(scalar_after) * 1e3, median(scalar_alone) * 1e3, median(grad_after) * 1e3, median(grad_alone) * 1e3,
-          median(extra) * 1e3);
   }
-}
+
+  void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
+    json& s = doc["sync"];
+    s = {{"ranks", c.size}, {"mask_bytes", 8192}, {"scalar_bytes", 8}, {"grad_bytes", 512 * 1024}};
+    for (const Skeleton& sk : skeletons_) {
+      const size_t iterations = sk.skew.pooled(use).size();
+      const auto used_rounds = std::count(use.begin(), use.end(), true);
+      const double skew = sk.skew.median_of(use), burst = sk.burst_s.median_of(use),
+                   mask_after = sk.mask_after.median_of(use), mask_alone = sk.mask_alone.median_of(use),
+                   scalar_after = sk.scalar_after.median_of(use), scalar_alone = sk.scalar_alone.median_of(use),
+                   grad_after = sk.grad_after.median_of(use), grad_alone = sk.grad_alone.median_of(use),
+                   extra = sk.extra.median_of(use);
+      s["skeletons"].push_back({{"matmuls", sk.matmuls},
+                                {"iterations", iterations},
+                                {"rounds", used_rounds},
+                                {"burst_s", burst},
+                                {"arrival_skew_s", skew},
+                                {"mask_broadcast_after_s", mask_after},
+                                {"scalar_broadcast_after_s", scalar_after},
+                                {"grad_allreduce_after_s", grad_after},
+                                {"mask_broadcast_alone_s", mask_alone},
+                                {"scalar_broadcast_alone_s", scalar_alone},
+                                {"grad_allreduce_alone_s", grad_alone},
+                                {"extra_s", extra}});
+      if (c.rank == 0)
+        std::cerr << fmt::format(
+            "  sync skeleton ({} ranks, {} matmuls, {} iterations): burst {:.2f} ms, arrival skew {:.2f} ms; after "
+            "the last arrival (alone): mask bcast {:.2f} ({:.2f}), scalar bcast {:.2f} ({:.2f}), allreduce {:.2f} "
+            "({:.2f}) ms; extra {:.2f} ms\n",
+            c.size, sk.matmuls, iterations, burst * 1e3, skew * 1e3, mask_after * 1e3, mask_alone * 1e3,
+            scalar_after * 1e3, scalar_alone * 1e3, grad_after * 1e3, grad_alone * 1e3, extra * 1e3);
+    }
+  }
+
+ private:
+  struct Skeleton {
+    Skeleton(int m, int it) : matmuls(m), iterations_per_round(it) {}
+    int matmuls, iterations_per_round;
+    RoundSamples mask_after, scalar_after, grad_after, mask_alone, scalar_alone, grad_alone, extra, skew, burst_s;
+  };
+  torch::Tensor A_, B_, x_, y_, t1_, mask_, scalar_, grad_;
+  std::vector<Skeleton> skeletons_{Skeleton(3, 20), Skeleton(12, 12)};
+};
 
 void bench_comm(const Args& a, RankCtx& c, json& doc) {
-  json& rows = doc["collectives"] = json::array();
-  if (a.mode == "sync") return bench_sync(c, doc);
-  std::vector<double> sizes;
-  for (double b = a.min_bytes; b <= a.max_bytes * 1.0001; b *= 4) sizes.push_back(b);
-  const int n = c.size;
-  for (double bytes : sizes) {
-    const int64_t numel = static_cast<int64_t>(bytes / 4);
-    auto buf = torch::ones({numel});
-    auto piece = torch::ones({std::max<int64_t>(numel / n, 1)});
-    auto gathered = torch::empty({piece.numel() * n});
-    auto rec = [&](const char* kind, json t) {
-      json row = {{"kind", kind}, {"backend", c.comm->backend()}, {"ranks", n}, {"bytes", bytes}};
-      row.update(t);
-      rows.push_back(row);
-      if (c.rank == 0) std::cerr << fmt::format("  {} {} ranks {} {:>10.0f} B: {:.6f} s\n", kind, c.comm->backend(), n, bytes, row["seconds"].get<double>());
-    };
-    rec("allreduce", time_collective(a, c, [&] { return c.comm->allreduce(buf); }));
-    if (bytes > a.max_bytes / 4 + 1) continue;  // the rooted kinds up to max/4 keep calibration short
-    rec("broadcast", time_collective(a, c, [&] { return c.comm->broadcast(buf, 0); }));
-    rec("reduce", time_collective(a, c, [&] { return c.comm->reduce(buf, 0); }));
-    rec("allgather", time_collective(a, c, [&] { return c.comm->allgather(piece, gathered); }));
-    // Parameter-server round: gradients reduced onto rank 0, parameters broadcast back.
-    rec("ps_round", time_collective(a, c, [&] {
-          c.comm->reduce(buf, 0)->wait(kTimeout);
-          return c.comm->broadcast(buf, 0);
-        }));
-  }
-  // Core sharing: the same compute on every rank at once.
-  {
-    torch::NoGradGuard ng;
-    auto A = torch::randn({512, 768}), B = torch::randn({768, 768});
-    auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20});
-    auto t1 = torch::zeros({1});
-    json& cc = doc["concurrency"];
-    cc["ranks"] = n;
-    cc["matmul_s"] = time_concurrent(a, c, [&] { auto z = torch::matmul(A, B); }, 20);
-    cc["matmul_flops"] = 2.0 * 512 * 768 * 768;
-    cc["elementwise_s"] = time_concurrent(a, c, [&] { auto z = x + y; }, 30);
-    cc["elementwise_bytes"] = 3.0 * 4 * (1 << 20);
-    cc["dispatch_s"] = time_concurrent(a, c, [&] { for (int i = 0; i < 200; ++i) t1.add_(1.0); }, 20) / 200;
-    // The sharing factor measured back to back: rank 0 alone (the others wait at
-    // a barrier), then every rank at once; the median ratio of 7 such pairs, so
-    // that slow drifts of other load on the machine cancel out.
-    std::vector<double> ratios;
-    auto mix = [&] {
-      auto z = torch::matmul(A, B);
-      auto w = x + y;
-      for (int i = 0; i < 200; ++i) t1.add_(1.0);
-    };
-    mix();
-    for (int rep = 0; rep < 7; ++rep) {
-      c.comm->barrier()->wait(kTimeout);
-      double alone = 0;
-      if (c.rank == 0) {
-        auto t = Clock::now();
-        for (int i = 0; i < 8; ++i) mix();
-        alone = seconds_since(t);
-      }
-      alone = allmax(c, alone);
-      c.comm->barrier()->wait(kTimeout);
-      auto t = Clock::now();
-      for (int i = 0; i < 8; ++i) mix();
-      ratios.push_back(allmax(c, seconds_since(t)) / alone);
+  doc["collectives"] = json::array();
+  doc["rounds"] = a.rounds;
+  const bool sync_only = a.mode == "sync", multi = c.size > 1;
+  SyncProbe sync;
+  CollectiveSweep sweep;
+  SharingProbe sharing;
+  OverlapProbe overlap;
+  std::unique_ptr<HorovodLoopProbe> loop;
+  if (multi && !sync_only) loop = std::make_unique<HorovodLoopProbe>(c);
+  std::vector<double> steal;
+  for (int r = 0; r < a.rounds; ++r) {
+    if (c.rank == 0 && a.rounds > 1) std::cerr << fmt::format("  round {}/{}\n", r + 1, a.rounds);
+    const dptwin::CpuTimes before = dptwin::read_cpu_times();
+    if (!sync_only) {
+      sweep.round(a, c, r);
+      sharing.round(a, c, r);
     }
-    cc["sharing_factor"] = median(ratios);
-  }
-  // Overlap: matmuls while a large allreduce is in flight vs alone.
-  if (n > 1) {
-    torch::NoGradGuard ng;
-    auto A = torch::randn({256, 768}), B = torch::randn({768, 768});
-    auto buf = torch::ones({int64_t{16} << 20 >> 2});  // 16 MiB
-    auto one = [&] { auto z = torch::matmul(A, B); };
-    one();
-    auto t0 = Clock::now();
-    for (int i = 0; i < 5; ++i) one();
-    const double per = allmax(c, seconds_since(t0) / 5);
-    c.comm->barrier()->wait(kTimeout);
-    t0 = Clock::now();
-    c.comm->allreduce(buf)->wait(kTimeout);
-    const double comm_s = allmax(c, seconds_since(t0));
-    const int k = std::clamp(static_cast<int>(0.8 * comm_s / per), 2, 400);
-    // 11 back-to-back pairs; the slowdown is the median of the pairs' ratios
-    // (drifts of the machine's speed slower than a pair cancel), the worst rank's.
-    std::vector<double> alone, with, ratios;
-    for (int rep = 0; rep < 11; ++rep) {
-      c.comm->barrier()->wait(kTimeout);
-      t0 = Clock::now();
-      for (int i = 0; i < k; ++i) one();
-      alone.push_back(seconds_since(t0));
-      c.comm->barrier()->wait(kTimeout);
-      auto w = c.comm->allreduce(buf);
-      t0 = Clock::now();
-      for (int i = 0; i < k; ++i) one();
-      with.push_back(seconds_since(t0));
-      w->wait(kTimeout);
-      ratios.push_back(with.back() / alone.back());
+    if (multi && !sync_only) {
+      overlap.round(a, c, r);
+      loop->round(a, c, r);
     }
-    doc["overlap"] = {{"compute_alone_s", allmax(c, median(alone))}, {"compute_with_comm_s", allmax(c, median(with))},
-                      {"slowdown", allmax(c, median(ratios)) - 1.0}, {"comm_alone_s", comm_s}, {"matmuls", k}};
+    if (multi) sync.round(c, r);
+    steal.push_back(allmax(c, dptwin::steal_pct(before, dptwin::read_cpu_times())));
   }
-  if (n > 1) bench_horovod_loop(a, c, doc);
-  if (n > 1) bench_sync(c, doc);
+  const std::vector<bool> use = dptwin::calm_rounds(steal);
+  doc["rounds_steal_pct"] = steal;
+  doc["rounds_used"] = use;
+  if (c.rank == 0 && a.rounds > 1)
+    std::cerr << fmt::format("  host steal per round (%): {:.1f}; figures from {} of {} rounds\n",
+                             fmt::join(steal, ", "), std::count(use.begin(), use.end(), true), a.rounds);
+  if (!sync_only) {
+    sweep.write(c, doc["collectives"], use);
+    sharing.write(c, doc, use);
+  }
+  if (multi && !sync_only) {
+    overlap.write(c, doc, use);
+    loop->write(c, doc, use);
+  }
+  if (multi) sync.write(c, doc, use);
 }
 
 int env_int(const char* a, const char* b, int dflt) {
@@ -749,6 +940,8 @@ int main(int argc, char** argv) {
   app.add_option("--budget-s", a.budget_s, "seconds of repetitions per case")->check(CLI::PositiveNumber);
   app.add_option("--min-bytes", a.min_bytes, "smallest collective message (x4 steps)")->check(CLI::Range(4.0, 1e12));
   app.add_option("--max-bytes", a.max_bytes, "largest collective message")->check(CLI::Range(4.0, 1e12));
+  app.add_option("--rounds", a.rounds, "comm/sync mode: rounds over all probes (a figure is the median over them)")
+      ->check(CLI::Range(1, 20));
   app.add_flag("--quick", a.quick, "a few shapes only (tests)");
   app.add_option("--out", a.out, "output JSON (default stdout)");
   try {

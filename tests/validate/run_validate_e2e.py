@@ -42,6 +42,25 @@ with tempfile.TemporaryDirectory() as tmp:
                   for r in cdoc["compute"] + cdoc["optimizer"] + cdoc["memcpy"])
               and set(cdoc["dispatch_probe"]) == set(cdoc["dispatch"]),
               "every compute case carries a probe reading of its class")
+        comm = json.load(open(os.path.join(tmp, "quick.raw", "comm-gloo-2.json")))
+        def med(v):
+            v = sorted(v)
+            return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+        used = comm["rounds_used"]
+        calm = [s <= 2.0 for s in comm["rounds_steal_pct"]]
+        k_used = sum(used)
+        check(comm["rounds"] == 3 and len(comm["rounds_steal_pct"]) == 3
+              and used == (calm if any(calm) else [True] * 3) and comm["collectives"]
+              and all(len(r["rounds_s"]) == 3
+                      and abs(r["seconds"] - med([x for x, u in zip(r["rounds_s"], used) if u])) <= 1e-12
+                      for r in comm["collectives"])
+              and all(k["rounds"] == k_used and k["iterations"] == k_used * {3: 20, 12: 12}[k["matmuls"]]
+                      for k in comm["sync"]["skeletons"])
+              and comm["concurrency"]["pairs"] == 3 * k_used and comm["overlap"]["pairs"] == 4 * k_used
+              and comm["horovod_loop"]["pairs"] == 5 * k_used,
+              "the comm run measures every probe in 3 rounds and keeps the calm ones (steal %s, used %s): "
+              "collectives at the median of their rounds' medians, the pair probes and sync skeletons pooled"
+              % (comm["rounds_steal_pct"], used))
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
         # Two passes (compute only): both raw documents kept, the median written as compute.json and fitted.
@@ -68,10 +87,11 @@ with tempfile.TemporaryDirectory() as tmp:
                             capture_output=True, text=True, timeout=60)
         check(rb.returncode != 0 and "--steal-retries" in rb.stderr and "0..10" in rb.stderr,
               "calibrate --steal-retries -1 is refused naming the option")
-        for bad, why in ((["--passes", "0"], "must be 1..20"), (["--passes", "2", "--input", raw2 + "/compute.json"], "drop --passes")):
+        for bad, why in ((["--passes", "0"], "must be 1..20"), (["--comm-rounds", "0"], "must be 1..20"),
+                         (["--passes", "2", "--input", raw2 + "/compute.json"], "drop --passes")):
             rb = subprocess.run([cli, "calibrate", "--out", os.path.join(tmp, "bad.yaml")] + bad, capture_output=True,
                                 text=True, timeout=60)
-            check(rb.returncode != 0 and "--passes" in rb.stderr and why in rb.stderr,
+            check(rb.returncode != 0 and bad[0] in rb.stderr and why in rb.stderr,
                   "calibrate %s is refused naming the option: %s" % (" ".join(bad), rb.stderr.strip()[-200:]))
         matrix = os.path.join(tmp, "m.yaml")
         with open(matrix, "w") as f:

@@ -1,10 +1,10 @@
-#include "validate/host_load.hpp"
+#include "core/host_load.hpp"
 
 #include <fstream>
 #include <sstream>
 #include <vector>
 
-namespace dptwin::validate {
+namespace dptwin {
 
 CpuTimes parse_cpu_times(const std::string& text) {
   std::istringstream in(text);
@@ -40,4 +40,15 @@ double steal_pct(const CpuTimes& before, const CpuTimes& after) {
   return 100.0 * static_cast<double>(after.steal - before.steal) / static_cast<double>(after.total - before.total);
 }
 
-}  // namespace dptwin::validate
+std::vector<bool> calm_rounds(const std::vector<double>& steal) {
+  std::vector<bool> use;
+  bool any = false;
+  for (double st : steal) {
+    use.push_back(st <= kStealWarnPct);
+    any = any || use.back();
+  }
+  if (!any) use.assign(use.size(), true);
+  return use;
+}
+
+}  // namespace dptwin

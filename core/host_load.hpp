@@ -1,4 +1,4 @@
-// validate/host_load.hpp — how much CPU time the hypervisor took from this
+// core/host_load.hpp — how much CPU time the hypervisor took from this
 // machine while it measured (the "steal" column of /proc/stat).
 //
 // A virtual machine's vCPUs may wait for the host's cores: that time is
@@ -12,8 +12,9 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
-namespace dptwin::validate {
+namespace dptwin {
 
 // Above this share of stolen CPU time, calibrate and validate warn.
 inline constexpr double kStealWarnPct = 2.0;
@@ -30,5 +31,8 @@ CpuTimes parse_cpu_times(const std::string& proc_stat_text);
 CpuTimes read_cpu_times(const std::string& path = "/proc/stat");
 // Percent of CPU time stolen between two readings; -1 when either is not ok or no time passed.
 double steal_pct(const CpuTimes& before, const CpuTimes& after);
+// Which of a run's rounds to keep, given each round's steal (-1: unknown): those
+// at or below kStealWarnPct, or every round when none was (unknown counts as calm).
+std::vector<bool> calm_rounds(const std::vector<double>& steal_pct);
 
-}  // namespace dptwin::validate
+}  // namespace dptwin

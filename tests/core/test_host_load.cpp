@@ -1,9 +1,9 @@
-// The hypervisor's stolen CPU time from /proc/stat text (validate/host_load.hpp).
+// The hypervisor's stolen CPU time from /proc/stat text (core/host_load.hpp).
 #include <doctest/doctest.h>
 
-#include "validate/host_load.hpp"
+#include "core/host_load.hpp"
 
-using namespace dptwin::validate;
+using namespace dptwin;
 
 TEST_CASE("cpu times: the aggregate line, steal its 8th column, guest time not double counted") {
   const std::string text =
@@ -25,4 +25,11 @@ TEST_CASE("steal_pct: the share of the ticks between two readings") {
   CHECK(steal_pct(a, a) == -1);                    // no time passed
   CHECK(steal_pct(CpuTimes{}, b) == -1);           // unreadable
   CHECK(steal_pct(read_cpu_times("/nonexistent/stat"), b) == -1);
+}
+
+TEST_CASE("calm rounds: those at or below the warning share, or all when none is") {
+  CHECK(calm_rounds({0.1, 12.0, 2.0}) == std::vector<bool>{true, false, true});
+  CHECK(calm_rounds({-1, 30.0}) == std::vector<bool>{true, false});  // unknown counts as calm
+  CHECK(calm_rounds({5.0, 30.0, 2.1}) == std::vector<bool>{true, true, true});
+  CHECK(calm_rounds({}).empty());
 }
