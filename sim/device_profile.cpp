@@ -73,7 +73,7 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1",
-                   "speed_reference", "activation",
+                   "speed_reference", "speed_states", "activation",
                    "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
                    "background_loop_slowdown", "optimizer_bytes_per_param",
                    "compute_jitter", "rank_sync", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
@@ -113,6 +113,24 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     };
     p.speed_reference = {probe_time("matmul"), probe_time("elementwise"), probe_time("dispatch"),
                          n->has("matmul_bf16") ? probe_time("matmul_bf16") : 0.0};
+  }
+  if (auto n = node.find("speed_states")) {  // {cores: 2, matmul: [ratios...], matmul_bf16: [...], ...}
+    n->check_keys({"cores", "matmul", "matmul_bf16", "elementwise", "dispatch"});
+    SpeedStates s;
+    if (auto c = n->find("cores")) s.cores = c->as_positive_int();
+    for (auto [key, list] : {std::pair{"matmul", &s.matmul}, std::pair{"matmul_bf16", &s.matmul_bf16},
+                             std::pair{"elementwise", &s.elementwise}, std::pair{"dispatch", &s.dispatch}}) {
+      const auto v = n->find(key);
+      if (!v) continue;
+      for (const auto& x : v->items()) {
+        const double r = x.as_positive();
+        if (r > 20) x.fail("a speed-state ratio above 20 is not meaningful");
+        list->push_back(r);
+      }
+      if (list->empty() || list->size() > 1000) v->fail("speed_states lists hold 1..1000 ratios");
+      std::sort(list->begin(), list->end());
+    }
+    p.speed_states = s;
   }
   if (auto n = node.find("matmul")) apply_curve(*n, p.matmul);
   if (auto n = node.find("batched_matmul")) apply_curve(*n, p.batched_matmul);
@@ -223,9 +241,37 @@ double DeviceProfile::sharing_factor(int ranks) const {
 }
 
 
+double expected_slowest(const std::vector<double>& q, int n) {
+  if (q.empty()) return 1.0;
+  // P(max <= q[i]) = ((i + 1) / m)^n for equally weighted points.
+  const double m = static_cast<double>(q.size());
+  double e = 0;
+  for (size_t i = 0; i < q.size(); ++i)
+    e += q[i] * (std::pow((i + 1) / m, n) - std::pow(i / m, n));
+  return e;
+}
+
+void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double fd) {
+  for (EfficiencyCurve* c : {&matmul, &batched_matmul}) c->slow_down(fm);
+  for (EfficiencyCurve* c : {&matmul_half, &batched_matmul_half, &matmul_o1}) c->slow_down(fh);
+  for (EfficiencyCurve* c : {&memory, &memory_half, &activation, &activation_backward, &activation_half,
+                             &activation_half_backward})
+    c->slow_down(fe);
+  host_memcpy = Bandwidth(host_memcpy.value() / fe);
+  launch_overhead = launch_overhead.scaled(fd);
+  step_overhead = step_overhead.scaled(fd);
+}
+
 DeviceProfile DeviceProfile::shared_by(int ranks) const {
   const double f = sharing_factor(ranks);
   DeviceProfile p = *this;
+  if (!speed_states.empty()) {
+    const SpeedStates& s = speed_states;
+    const int n = std::max(1, s.cores > 0 ? std::min(ranks, s.cores) : ranks);
+    const double fm = expected_slowest(s.matmul, n);
+    p.slow_down_by_class(fm, s.matmul_bf16.empty() ? fm : expected_slowest(s.matmul_bf16, n),
+                         expected_slowest(s.elementwise, n), expected_slowest(s.dispatch, n));
+  }
   if (!background_loop_by_ranks.empty()) p.background_loop_slowdown = interpolate_by_ranks(background_loop_by_ranks, ranks);
   if (!sync_by_ranks.empty() && ranks > 1) {
     std::vector<std::pair<int, double>> lag, exponent, latency;
@@ -245,9 +291,9 @@ DeviceProfile DeviceProfile::shared_by(int ranks) const {
   for (EfficiencyCurve* c : {&p.memory_half, &p.matmul_half, &p.batched_matmul_half, &p.matmul_o1, &p.activation, &p.activation_backward,
                              &p.activation_half, &p.activation_half_backward})
     c->slow_down(f);
-  p.launch_overhead = launch_overhead.scaled(f);
-  p.step_overhead = step_overhead.scaled(f);
-  p.host_memcpy = Bandwidth(host_memcpy.value() / f);
+  p.launch_overhead = p.launch_overhead.scaled(f);
+  p.step_overhead = p.step_overhead.scaled(f);
+  p.host_memcpy = Bandwidth(p.host_memcpy.value() / f);
   return p;
 }
 
@@ -261,14 +307,7 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   const double fh = now.matmul_bf16_s > 0 && speed_reference.matmul_bf16_s > 0
                         ? ratio(now.matmul_bf16_s, speed_reference.matmul_bf16_s)
                         : fm;
-  for (EfficiencyCurve* c : {&p.matmul, &p.batched_matmul}) c->slow_down(fm);
-  for (EfficiencyCurve* c : {&p.matmul_half, &p.batched_matmul_half, &p.matmul_o1}) c->slow_down(fh);
-  for (EfficiencyCurve* c : {&p.memory, &p.memory_half, &p.activation, &p.activation_backward, &p.activation_half,
-                             &p.activation_half_backward})
-    c->slow_down(fe);
-  p.host_memcpy = Bandwidth(host_memcpy.value() / fe);
-  p.launch_overhead = launch_overhead.scaled(fd);
-  p.step_overhead = step_overhead.scaled(fd);
+  p.slow_down_by_class(fm, fh, fe, fd);
   p.speed_reference = now;
   return p;
 }

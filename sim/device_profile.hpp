@@ -48,6 +48,23 @@ struct SpeedProbe {
   bool empty() const { return !(matmul_s > 0 && elementwise_s > 0 && dispatch_s > 0); }
 };
 
+// How the machine's speed spreads while it is measured, per speed-probe class:
+// the readings' quantiles (ascending) as ratios to speed_reference (1 = the
+// reference, 2 = twice as slow). On a shared host each core switches between
+// speed states on its own (a tenant on its sibling hyperthread: two probes run
+// at once here read a bf16 matmul at 0.73 and 2.0 ms), so a synchronous step
+// of N ranks runs at the pace of its slowest core: DeviceProfile::shared_by
+// prices compute at the expected slowest of min(N, cores) draws.
+struct SpeedStates {
+  int cores = 0;  // the machine's cores (0: unknown, no cap)
+  std::vector<double> matmul, matmul_bf16, elementwise, dispatch;
+  bool empty() const { return matmul.empty() && matmul_bf16.empty() && elementwise.empty() && dispatch.empty(); }
+};
+
+// The expected largest of n independent draws from the equally weighted
+// points `q` (ascending); 1 when `q` is empty.
+double expected_slowest(const std::vector<double>& q, int n);
+
 struct DeviceProfile {
   topology::DeviceSpec spec;
   EfficiencyCurve matmul{0.75, 2e9};          // dense GEMM, of peak in its dtype
@@ -129,7 +146,9 @@ struct DeviceProfile {
   // Compute-time factor with `ranks` ranks on the machine (1 when host_sharing is empty).
   double sharing_factor(int ranks) const;
   // This profile with every compute figure (efficiency maxima, launch and step
-  // overheads, host memcpy) slowed by sharing_factor(ranks).
+  // overheads, host memcpy) slowed by sharing_factor(ranks), and, where
+  // speed_states is known, by the expected slowest core of min(ranks, cores)
+  // (per probe class, as at_speed scales).
   // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
   // `ranks` from their tables.
   DeviceProfile shared_by(int ranks) const;
@@ -142,6 +161,11 @@ struct DeviceProfile {
   // add ratio, launch and step overheads by the dispatch ratio (ratios clamped
   // to [0.2, 5]). Collective tables are kept. Unchanged without a reference.
   DeviceProfile at_speed(const SpeedProbe& now) const;
+  // The spread of the speed around speed_reference (empty = not recorded).
+  SpeedStates speed_states;
+  // Slows fp32 GEMM tables by fm, bf16 ones (half, O1) by fh, memory-class and
+  // activation tables and host copies by fe, launch and step overheads by fd.
+  void slow_down_by_class(double fm, double fh, double fe, double fd);
 };
 
 // Datasheet-based defaults for a device.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <set>
 #include <tuple>
 
 #include "core/error.hpp"
@@ -306,6 +307,37 @@ SpeedReference probe_reference(const std::vector<json>& docs) {
   return ref;
 }
 
+sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int points) {
+  std::map<std::string, std::vector<double>> ratios;
+  std::set<const json*> seen;  // a case's reading is passed with its "seconds" and its "min_s": count it once
+  for_each_probed(doc, [&](const json&, const json& pr) {
+    if (seen.insert(&pr).second && pr.contains("class") && pr.contains("s") && pr.at("s").is_number()) {
+      const auto it = ref.find(pr.at("class").get<std::string>());
+      const double reading = pr.at("s").get<double>();
+      if (it != ref.end() && reading > 0 && it->second > 0)
+        ratios[it->first].push_back(std::clamp(reading / it->second, 0.2, 5.0));
+    }
+  });
+  sim::SpeedStates s;
+  s.cores = doc.value("cores", 0);
+  for (auto& [cls, v] : ratios) {
+    std::vector<double>* out = cls == "matmul"        ? &s.matmul
+                               : cls == "matmul_bf16" ? &s.matmul_bf16
+                               : cls == "elementwise" ? &s.elementwise
+                               : cls == "dispatch"    ? &s.dispatch
+                                                      : nullptr;
+    if (!out || v.size() < 8) continue;
+    std::sort(v.begin(), v.end());
+    for (int i = 0; i < points; ++i) {  // the quantile at (i + 0.5) / points, interpolated
+      const double at = (i + 0.5) / points * static_cast<double>(v.size() - 1);
+      const size_t lo = static_cast<size_t>(at);
+      const size_t hi = std::min(lo + 1, v.size() - 1);
+      out->push_back(v[lo] + (v[hi] - v[lo]) * (at - static_cast<double>(lo)));
+    }
+  }
+  return s;
+}
+
 json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   if (doc.contains("normalized_to") || ref.empty()) return doc;
   json out = doc;
@@ -466,6 +498,14 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     auto at = [&](const char* k) { return n.contains(k) ? n.at(k).get<double>() : 0.0; };
     p.speed_reference = {at("matmul"), at("elementwise"), at("dispatch"), at("matmul_bf16")};
     diag["speed_reference"] = n;
+    // ... and the readings' spread around it: a step of N ranks runs at its slowest core's pace.
+    p.speed_states = speed_states(compute, n.get<SpeedReference>());
+    const sim::SpeedStates& s = p.speed_states;
+    for (auto [k, q] : {std::pair{"matmul", &s.matmul}, std::pair{"matmul_bf16", &s.matmul_bf16},
+                        std::pair{"elementwise", &s.elementwise}, std::pair{"dispatch", &s.dispatch}})
+      if (!q->empty())
+        diag["speed_states_slowest_of"][k] = {sim::expected_slowest(*q, 1), sim::expected_slowest(*q, 2),
+                                              sim::expected_slowest(*q, 4)};
   } else if (compute.contains("speed_reference")) {
     const json& sr = compute.at("speed_reference");
     auto both = [&](const char* k) {
@@ -687,6 +727,18 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
                          : std::string(),
                      fmt_time(Time::from_seconds(p.speed_reference.elementwise_s)),
                      fmt_time(Time::from_seconds(p.speed_reference.dispatch_s)));
+  if (!p.speed_states.empty()) {
+    const sim::SpeedStates& s = p.speed_states;
+    y += "  speed_states:   # the probe readings' quantiles / speed_reference; a step of N ranks runs at its slowest core's pace\n";
+    if (s.cores > 0) y += fmt::format("    cores: {}\n", s.cores);
+    for (auto [k, q] : {std::pair{"matmul", &s.matmul}, std::pair{"matmul_bf16", &s.matmul_bf16},
+                        std::pair{"elementwise", &s.elementwise}, std::pair{"dispatch", &s.dispatch}}) {
+      if (q->empty()) continue;
+      std::vector<std::string> xs;
+      for (double x : *q) xs.push_back(fmt::format("{:.4g}", x));
+      y += fmt::format("    {}: [{}]\n", k, fmt::join(xs, ", "));
+    }
+  }
   if (!p.network.empty()) {
     y += "network:\n";
     y += fmt::format("  backend: {}\n", backend);

@@ -300,3 +300,35 @@ TEST_CASE("median_of_documents: numbers by their median, structure and strings f
   CHECK(median_of_documents({a, b})["rows"][1]["seconds"].get<double>() == doctest::Approx(4.5));  // even count: mean of the middle two
   CHECK(median_of_documents({}).is_null());
 }
+
+TEST_CASE("fit_profile: the probe readings' spread around the reference becomes the profile's speed states") {
+  using nlohmann::json;
+  json rows;
+  json doc = compute_doc(rows);
+  doc["cores"] = 2;
+  // Ten GEMMs, five read next to a 1 ms probe, five next to 2 ms (a bimodal host): reference 1.5 ms.
+  for (int k = 0; k < 10; ++k) {
+    const bool slow = k % 2 == 1;
+    rows.push_back({{"op", "matmul"}, {"dtype", "fp32"}, {"flops", 1e6 * (k + 1)}, {"seconds", 1e-4 * (slow ? 2 : 1)},
+                    {"min_s", 1e-4}, {"probe", {{"class", "matmul"}, {"s", slow ? 2e-3 : 1e-3}}}});
+  }
+  // Three bf16 readings only: too few for a spread.
+  for (int k = 0; k < 3; ++k)
+    rows.push_back({{"op", "matmul"}, {"dtype", "bf16"}, {"flops", 1e8}, {"seconds", 1e-4},
+                    {"probe", {{"class", "matmul_bf16"}, {"s", 5e-4}}}});
+  doc["compute"] = rows;
+  const sim::SpeedStates s = speed_states(normalized_to_speed(doc, probe_reference({doc})), probe_reference({doc}));
+  CHECK(s.cores == 2);
+  REQUIRE(s.matmul.size() == 20);
+  CHECK(s.matmul.front() == doctest::Approx(1.0 / 1.5));
+  CHECK(s.matmul.back() == doctest::Approx(2.0 / 1.5));
+  CHECK(std::is_sorted(s.matmul.begin(), s.matmul.end()));
+  CHECK(s.matmul_bf16.empty());
+  CHECK(sim::expected_slowest(s.matmul, 1) == doctest::Approx(1.0).epsilon(0.01));
+  CHECK(sim::expected_slowest(s.matmul, 2) > 1.15);
+  // fit_profile records them, and writes them into the profile.
+  const FitReport r = fit_profile(doc, {}, "gloo", topology::load_cluster_preset("localhost-cpu"));
+  CHECK(r.profile.speed_states.matmul == s.matmul);
+  CHECK(r.diagnostics["speed_states_slowest_of"]["matmul"][1].get<double>() == doctest::Approx(sim::expected_slowest(s.matmul, 2)));
+  CHECK(profile_yaml(r.profile, "t", "test", "gloo").find("speed_states:") != std::string::npos);
+}

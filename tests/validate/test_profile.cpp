@@ -265,3 +265,44 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q2);
   CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3));
 }
+
+TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core") {
+  using sim::expected_slowest;
+  CHECK(expected_slowest({}, 3) == 1.0);
+  CHECK(expected_slowest({1.0, 2.0}, 1) == doctest::Approx(1.5));   // the mean
+  CHECK(expected_slowest({1.0, 2.0}, 2) == doctest::Approx(1.75));  // slow unless both draws are fast
+  CHECK(expected_slowest({1.0, 1.0, 1.0}, 4) == doctest::Approx(1.0));
+  sim::DeviceProfile p = sample_profile();
+  p.matmul_o1.table = {{1e6, 0.4}, {1e9, 0.4}};
+  const sim::DeviceProfile base2 = p.shared_by(2), base4 = p.shared_by(4), base1 = p.shared_by(1);
+  p.speed_states.cores = 2;
+  p.speed_states.matmul = {1.0, 2.0};
+  p.speed_states.matmul_bf16 = {1.0, 3.0};
+  p.speed_states.elementwise = {1.0, 1.5};
+  p.speed_states.dispatch = {2.0, 2.0};
+  const sim::DeviceProfile s2 = p.shared_by(2);
+  CHECK(s2.matmul.at(1e9) == doctest::Approx(base2.matmul.at(1e9) / 1.75));
+  CHECK(s2.matmul_half.at(1e9) == doctest::Approx(base2.matmul_half.at(1e9) / 2.5));
+  CHECK(s2.matmul_o1.at(1e9) == doctest::Approx(base2.matmul_o1.at(1e9) / 2.5));
+  CHECK(s2.memory.at(1e6) == doctest::Approx(base2.memory.at(1e6) / 1.375));
+  CHECK(s2.host_memcpy.value() == doctest::Approx(base2.host_memcpy.value() / 1.375));
+  CHECK(s2.launch_overhead.seconds() == doctest::Approx(2 * base2.launch_overhead.seconds()));
+  // One rank: the mean state; four ranks on two cores: the slowest of two cores, with the sharing factor on top.
+  CHECK(p.shared_by(1).matmul.at(1e9) == doctest::Approx(base1.matmul.at(1e9) / 1.5));
+  CHECK(p.shared_by(4).matmul.at(1e9) == doctest::Approx(base4.matmul.at(1e9) / 1.75));
+  CHECK(p.shared_by(4).step_overhead.seconds() == doctest::Approx(2 * base4.step_overhead.seconds()));
+  // Round trip through the profile YAML (lists sorted on reading).
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  CHECK(q.speed_states.cores == 2);
+  CHECK(q.speed_states.matmul == std::vector<double>{1.0, 2.0});
+  CHECK(q.speed_states.matmul_bf16 == std::vector<double>{1.0, 3.0});
+  CHECK(q.speed_states.dispatch == std::vector<double>{2.0, 2.0});
+  sim::DeviceProfile r = q;
+  sim::apply_profile_document(load_yaml_string("device: {speed_states: {matmul: [1.2, 0.9]}}\n", "s.yaml"), r);
+  CHECK(r.speed_states.matmul == std::vector<double>{0.9, 1.2});
+  for (const char* bad : {"device: {speed_states: {matmul: []}}\n", "device: {speed_states: {matmul: [0, 1]}}\n",
+                          "device: {speed_states: {matmul: [25]}}\n", "device: {speed_states: {fp16: [1]}}\n",
+                          "device: {speed_states: {cores: 0, matmul: [1]}}\n"})
+    CHECK_THROWS_AS(sim::apply_profile_document(load_yaml_string(bad, "b.yaml"), r), InputError);
+}
