@@ -243,6 +243,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
     const SpeedReference ref = probe_reference(compute_passes);
     for (auto& d : compute_passes) d = normalized_to_speed(d, ref);
     compute = median_of_documents(compute_passes);
+    if (passes > 1) compute["probe_readings"] = probe_readings(compute_passes);  // the speed states of all passes
     for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));
     if (passes > 1) {
       // The medians as documents of their own: `--input` refits them like one pass.

@@ -113,9 +113,13 @@ struct FitReport {
 using SpeedReference = std::map<std::string, double>;
 SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
 nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);
+// Every probe reading of `docs` ({"class", "s"}, one per probed case), or a
+// document's own "probe_readings" where it has them (the median of several
+// passes keeps all its passes' readings there).
+nlohmann::json probe_readings(const std::vector<nlohmann::json>& docs);
 // The spread of a compute document's probe readings around `ref`: per class
-// with at least 8 readings, `points` quantiles of reading / reference (one
-// reading per case, clamped to [0.2, 5]); `cores` from the document.
+// with at least 8 readings, `points` quantiles of reading / reference
+// (clamped to [0.2, 5]); `cores` from the document.
 sim::SpeedStates speed_states(const nlohmann::json& doc, const SpeedReference& ref, int points = 20);
 
 // Inputs: the compute document (--mode compute) and any comm documents (--mode

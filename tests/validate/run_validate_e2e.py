@@ -79,6 +79,11 @@ with tempfile.TemporaryDirectory() as tmp:
                   and all(abs(m["seconds"] - (at_ref(a) + at_ref(b)) / 2) <= 1e-12 + 1e-9 * m["seconds"]
                           for a, b, m in zip(d0["compute"], d1["compute"], dm["compute"])),
                   "the fitted document holds the medians of the passes rescaled to their common probe speed")
+            n_read = lambda d: sum(1 for sec in ("compute", "optimizer", "memcpy", "autocast_linear") for r in d.get(sec, [])
+                                   for k in ("probe", "fp32_probe", "o1_probe") if k in r) + len(d.get("dispatch_probe", {}))
+            check(len(dm.get("probe_readings", [])) == n_read(d0) + n_read(d1) > 0,
+                  "the median document keeps both passes' probe readings (the profile's speed states)")
+            check("speed_states:" in open(os.path.join(tmp, "two.yaml")).read(), "the profile has speed states")
         runs = [e["run"] for e in diag.get("runs_steal_pct", [])]
         check("compute run" in runs and "comm run, 2 ranks" in runs
               and all(0 <= e["steal_pct"] <= 100 and e["attempt"] >= 1 for e in diag["runs_steal_pct"]),

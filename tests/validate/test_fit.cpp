@@ -324,6 +324,14 @@ TEST_CASE("fit_profile: the probe readings' spread around the reference becomes 
   CHECK(s.matmul.back() == doctest::Approx(2.0 / 1.5));
   CHECK(std::is_sorted(s.matmul.begin(), s.matmul.end()));
   CHECK(s.matmul_bf16.empty());
+  // One reading per case (13), not one per figure (seconds and min_s); a median document's own readings win.
+  CHECK(probe_readings({doc}).size() == 13);
+  json merged = doc;
+  merged["probe_readings"] = probe_readings({doc, doc});
+  CHECK(probe_readings({merged}).size() == 26);
+  const sim::SpeedStates twice = speed_states(merged, probe_reference({doc}));
+  CHECK(twice.matmul.front() == doctest::Approx(s.matmul.front()));
+  CHECK(sim::expected_slowest(twice.matmul, 2) == doctest::Approx(sim::expected_slowest(s.matmul, 2)).epsilon(0.03));
   CHECK(sim::expected_slowest(s.matmul, 1) == doctest::Approx(1.0).epsilon(0.01));
   CHECK(sim::expected_slowest(s.matmul, 2) > 1.15);
   // fit_profile records them, and writes them into the profile.
