@@ -267,7 +267,10 @@ DeviceProfile DeviceProfile::shared_by(int ranks) const {
   DeviceProfile p = *this;
   if (!speed_states.empty()) {
     const SpeedStates& s = speed_states;
-    const int n = std::max(1, s.cores > 0 ? std::min(ranks, s.cores) : ranks);
+    // Up to one rank per core, the step waits for the slowest of the ranks'
+    // cores; more ranks than cores time-slice every core, so each rank runs at
+    // the cores' mean pace (one draw).
+    const int n = s.cores > 0 && ranks > s.cores ? 1 : std::max(1, ranks);
     const double fm = expected_slowest(s.matmul, n);
     p.slow_down_by_class(fm, s.matmul_bf16.empty() ? fm : expected_slowest(s.matmul_bf16, n),
                          expected_slowest(s.elementwise, n), expected_slowest(s.dispatch, n));

@@ -54,7 +54,8 @@ struct SpeedProbe {
 // speed states on its own (a tenant on its sibling hyperthread: two probes run
 // at once here read a bf16 matmul at 0.73 and 2.0 ms), so a synchronous step
 // of N ranks runs at the pace of its slowest core: DeviceProfile::shared_by
-// prices compute at the expected slowest of min(N, cores) draws.
+// prices compute at the expected slowest of N draws while N <= cores, and at
+// the mean state (one draw) beyond, where every rank is time-sliced over all cores.
 struct SpeedStates {
   int cores = 0;  // the machine's cores (0: unknown, no cap)
   std::vector<double> matmul, matmul_bf16, elementwise, dispatch;
@@ -147,8 +148,8 @@ struct DeviceProfile {
   double sharing_factor(int ranks) const;
   // This profile with every compute figure (efficiency maxima, launch and step
   // overheads, host memcpy) slowed by sharing_factor(ranks), and, where
-  // speed_states is known, by the expected slowest core of min(ranks, cores)
-  // (per probe class, as at_speed scales).
+  // speed_states is known, by the expected slowest of `ranks` cores (ranks <=
+  // cores) or the mean state (more ranks than cores), per probe class as at_speed scales.
   // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
   // `ranks` from their tables.
   DeviceProfile shared_by(int ranks) const;

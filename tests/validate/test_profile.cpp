@@ -287,9 +287,9 @@ TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core"
   CHECK(s2.memory.at(1e6) == doctest::Approx(base2.memory.at(1e6) / 1.375));
   CHECK(s2.host_memcpy.value() == doctest::Approx(base2.host_memcpy.value() / 1.375));
   CHECK(s2.launch_overhead.seconds() == doctest::Approx(2 * base2.launch_overhead.seconds()));
-  // One rank: the mean state; four ranks on two cores: the slowest of two cores, with the sharing factor on top.
+  // One rank: the mean state; four ranks time-sliced on two cores: the mean state too, with the sharing factor on top.
   CHECK(p.shared_by(1).matmul.at(1e9) == doctest::Approx(base1.matmul.at(1e9) / 1.5));
-  CHECK(p.shared_by(4).matmul.at(1e9) == doctest::Approx(base4.matmul.at(1e9) / 1.75));
+  CHECK(p.shared_by(4).matmul.at(1e9) == doctest::Approx(base4.matmul.at(1e9) / 1.5));
   CHECK(p.shared_by(4).step_overhead.seconds() == doctest::Approx(2 * base4.step_overhead.seconds()));
   // Round trip through the profile YAML (lists sorted on reading).
   sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
@@ -305,4 +305,7 @@ TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core"
                           "device: {speed_states: {matmul: [25]}}\n", "device: {speed_states: {fp16: [1]}}\n",
                           "device: {speed_states: {cores: 0, matmul: [1]}}\n"})
     CHECK_THROWS_AS(sim::apply_profile_document(load_yaml_string(bad, "b.yaml"), r), InputError);
+  // Without a core count, every rank is a draw.
+  p.speed_states.cores = 0;
+  CHECK(p.shared_by(4).matmul.at(1e9) == doctest::Approx(base4.matmul.at(1e9) / (1.0 / 16 + 2 * 15.0 / 16)));
 }
