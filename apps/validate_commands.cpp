@@ -13,8 +13,8 @@
 #include <cstring>
 
 #include "core/error.hpp"
-#include "validate/calibrate.hpp"
 #include "core/host_load.hpp"
+#include "validate/calibrate.hpp"
 #include "validate/validation.hpp"
 
 namespace dptwin::apps {

@@ -12,9 +12,9 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/host_load.hpp"
 #include "exec/process.hpp"
 #include "topology/cluster.hpp"
-#include "core/host_load.hpp"
 #include "validate/metrics.hpp"
 
 namespace dptwin::validate {

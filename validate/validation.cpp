@@ -12,11 +12,11 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "core/host_load.hpp"
 #include "exec/launcher.hpp"
 #include "exec/process.hpp"
 #include "sim/output.hpp"
 #include "sim/simulate.hpp"
-#include "core/host_load.hpp"
 #include "validate/metrics.hpp"
 #include "validate/trace_compare.hpp"
 

@@ -552,38 +552,43 @@ class CollectiveSweep {
   std::vector<Case> cases_;
 };
 
+// The compute mix of the core-sharing and Horovod-loop probes: a 512x768x768
+// matmul, a 1M-element add and 200 dispatches.
+struct ComputeMix {
+  torch::Tensor A = torch::randn({512, 768}), B = torch::randn({768, 768}), x = torch::randn({1 << 20}),
+                y = torch::randn({1 << 20}), t1 = torch::zeros({1});
+  void operator()() {
+    torch::NoGradGuard ng;
+    auto z = torch::matmul(A, B);
+    auto w = x + y;
+    for (int i = 0; i < 200; ++i) t1.add_(1.0);
+  }
+};
+
 // Core sharing: the same compute on every rank at once, and the sharing factor
 // measured back to back: rank 0 alone (the others wait at a barrier), then
 // every rank at once; the median ratio of such pairs (7 over all rounds at
 // least), so that slow drifts of other load on the machine cancel out.
 class SharingProbe {
  public:
-  SharingProbe() : A_(torch::randn({512, 768})), B_(torch::randn({768, 768})), x_(torch::randn({1 << 20})),
-                   y_(torch::randn({1 << 20})), t1_(torch::zeros({1})) {}
-
   void round(const Args& a, RankCtx& c, int r) {
     torch::NoGradGuard ng;
-    matmul_.add(r, time_concurrent(c, [&] { auto z = torch::matmul(A_, B_); }, 20));
-    elementwise_.add(r, time_concurrent(c, [&] { auto z = x_ + y_; }, 30));
-    dispatch_.add(r, time_concurrent(c, [&] { for (int i = 0; i < 200; ++i) t1_.add_(1.0); }, 20) / 200);
-    auto mix = [&] {
-      auto z = torch::matmul(A_, B_);
-      auto w = x_ + y_;
-      for (int i = 0; i < 200; ++i) t1_.add_(1.0);
-    };
-    mix();
+    matmul_.add(r, time_concurrent(c, [&] { auto z = torch::matmul(mix_.A, mix_.B); }, 20));
+    elementwise_.add(r, time_concurrent(c, [&] { auto z = mix_.x + mix_.y; }, 30));
+    dispatch_.add(r, time_concurrent(c, [&] { for (int i = 0; i < 200; ++i) mix_.t1.add_(1.0); }, 20) / 200);
+    mix_();
     for (int rep = 0; rep < share(7, a.rounds); ++rep) {
       c.comm->barrier()->wait(kTimeout);
       double alone = 0;
       if (c.rank == 0) {
         auto t = Clock::now();
-        for (int i = 0; i < 8; ++i) mix();
+        for (int i = 0; i < 8; ++i) mix_();
         alone = seconds_since(t);
       }
       alone = allmax(c, alone);
       c.comm->barrier()->wait(kTimeout);
       auto t = Clock::now();
-      for (int i = 0; i < 8; ++i) mix();
+      for (int i = 0; i < 8; ++i) mix_();
       ratios_.add(r, allmax(c, seconds_since(t)) / alone);
     }
   }
@@ -600,7 +605,7 @@ class SharingProbe {
   }
 
  private:
-  torch::Tensor A_, B_, x_, y_, t1_;
+  ComputeMix mix_;
   RoundSamples matmul_, elementwise_, dispatch_, ratios_;
 };
 
@@ -671,25 +676,18 @@ class HorovodLoopProbe {
   static constexpr int64_t kFlags = 150;  // about GPT-2's parameter-tensor count
 
   explicit HorovodLoopProbe(RankCtx& c)
-      : loop_comm_(c.comm->split("hvd-probe")), A_(torch::randn({512, 768})), B_(torch::randn({768, 768})),
-        x_(torch::randn({1 << 20})), y_(torch::randn({1 << 20})), t1_(torch::zeros({1})) {}
+      : loop_comm_(c.comm->split("hvd-probe")) {}
 
   void round(const Args& a, RankCtx& c, int r) {
     auto flags = torch::ones({kFlags + 1}, torch::kInt);
     neg_.add(r, time_collective(a, c, [&] { return c.comm->allreduce(flags, dptwin::exec::ReduceOp::Min); },
                                 a.budget_s / a.rounds, r > 0)["seconds"]
                     .get<double>());
-    torch::NoGradGuard ng;
-    auto mix = [&] {
-      auto z = torch::matmul(A_, B_);
-      auto w = x_ + y_;
-      for (int i = 0; i < 200; ++i) t1_.add_(1.0);
-    };
-    mix();
+    mix_();
     for (int rep = 0; rep < share(15, a.rounds); ++rep) {
       c.comm->barrier()->wait(kTimeout);
       auto t = Clock::now();
-      for (int i = 0; i < 8; ++i) mix();
+      for (int i = 0; i < 8; ++i) mix_();
       const double alone = allmax(c, seconds_since(t));
       // The loop stops by agreement (a flag in the allreduce), like Horovod's.
       std::atomic<bool> stop{false};
@@ -708,7 +706,7 @@ class HorovodLoopProbe {
       });
       c.comm->barrier()->wait(kTimeout);
       t = Clock::now();
-      for (int i = 0; i < 8; ++i) mix();
+      for (int i = 0; i < 8; ++i) mix_();
       const double with = allmax(c, seconds_since(t));
       stop.store(true);
       loop.join();
@@ -735,7 +733,7 @@ class HorovodLoopProbe {
 
  private:
   std::unique_ptr<dptwin::exec::Communicator> loop_comm_;
-  torch::Tensor A_, B_, x_, y_, t1_;
+  ComputeMix mix_;
   RoundSamples neg_, alone_, with_, ratios_;
   int ticks_ = 0;
 };
