@@ -118,8 +118,8 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     n->check_keys({"cores", "matmul", "matmul_bf16", "elementwise", "dispatch"});
     SpeedStates s;
     if (auto c = n->find("cores")) s.cores = c->as_positive_int();
-    for (auto [key, list] : {std::pair{"matmul", &s.matmul}, std::pair{"matmul_bf16", &s.matmul_bf16},
-                             std::pair{"elementwise", &s.elementwise}, std::pair{"dispatch", &s.dispatch}}) {
+    for (const char* key : SpeedStates::kClasses) {
+      std::vector<double>* list = s.of(key);
       const auto v = n->find(key);
       if (!v) continue;
       for (const auto& x : v->items()) {
@@ -240,6 +240,14 @@ double DeviceProfile::sharing_factor(int ranks) const {
   return interpolate_by_ranks(h, ranks);
 }
 
+
+std::vector<double>* SpeedStates::of(std::string_view cls) {
+  if (cls == "matmul") return &matmul;
+  if (cls == "matmul_bf16") return &matmul_bf16;
+  if (cls == "elementwise") return &elementwise;
+  if (cls == "dispatch") return &dispatch;
+  return nullptr;
+}
 
 double expected_slowest(const std::vector<double>& q, int n) {
   if (q.empty()) return 1.0;

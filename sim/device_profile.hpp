@@ -8,7 +8,9 @@
 // Thread-safety: value types.
 #pragma once
 
+#include <array>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -51,14 +53,19 @@ struct SpeedProbe {
 // How the machine's speed spreads while it is measured, per speed-probe class:
 // the readings' quantiles (ascending) as ratios to speed_reference (1 = the
 // reference, 2 = twice as slow). On a shared host each core switches between
-// speed states on its own (a tenant on its sibling hyperthread: two probes run
-// at once here read a bf16 matmul at 0.73 and 2.0 ms), so a synchronous step
+// speed states on its own (probably a tenant on its sibling hyperthread; two
+// probes run at once here read a bf16 matmul at 0.73 and 2.0 ms), so a synchronous step
 // of N ranks runs at the pace of its slowest core: DeviceProfile::shared_by
 // prices compute at the expected slowest of N draws while N <= cores, and at
 // the mean state (one draw) beyond, where every rank is time-sliced over all cores.
 struct SpeedStates {
   int cores = 0;  // the machine's cores (0: unknown, no cap)
   std::vector<double> matmul, matmul_bf16, elementwise, dispatch;
+  // The probe classes, as the profile YAML and the microbench name them.
+  static constexpr std::array<const char*, 4> kClasses{"matmul", "matmul_bf16", "elementwise", "dispatch"};
+  // The list of class `cls` (one of kClasses), or nullptr for another name.
+  std::vector<double>* of(std::string_view cls);
+  const std::vector<double>* of(std::string_view cls) const { return const_cast<SpeedStates*>(this)->of(cls); }
   bool empty() const { return matmul.empty() && matmul_bf16.empty() && elementwise.empty() && dispatch.empty(); }
 };
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <set>
 #include <tuple>
+#include <type_traits>
 
 #include "core/error.hpp"
 #include "sim/compute_model.hpp"
@@ -270,27 +270,31 @@ sim::Algorithm algorithm_for(sim::CollectiveKind k) {
 
 namespace {
 
-// Calls fn(figure, reading) for every probed figure of a compute document.
+// Calls fn(figures, reading) once for every probe reading of a compute
+// document, with the figures it was read next to (a case's "seconds" and
+// "min_s"; an autocast row's fp32_s or o1_s; one dispatch figure).
 template <typename Doc, typename Fn>
 void for_each_probed(Doc& doc, Fn&& fn) {
+  using Figure = std::conditional_t<std::is_const_v<Doc>, const json*, json*>;
   auto each_row = [&](const char* section) {
     if (!doc.contains(section) || !doc.at(section).is_array()) return;
     for (auto& r : doc.at(section)) {
       if (r.contains("probe")) {
-        const auto& pr = r.at("probe");
+        std::vector<Figure> figs;
         for (const char* k : {"seconds", "min_s"})
-          if (r.contains(k)) fn(r.at(k), pr);
+          if (r.contains(k)) figs.push_back(&r.at(k));
+        fn(figs, r.at("probe"));
       }
       for (const char* k : {"fp32", "o1"}) {
         const std::string probe = std::string(k) + "_probe", fig = std::string(k) + "_s";
-        if (r.contains(probe) && r.contains(fig)) fn(r.at(fig), r.at(probe));
+        if (r.contains(probe) && r.contains(fig)) fn(std::vector<Figure>{&r.at(fig)}, r.at(probe));
       }
     }
   };
   for (const char* section : {"compute", "optimizer", "autocast_linear", "memcpy"}) each_row(section);
   if (doc.contains("dispatch_probe") && doc.contains("dispatch"))
     for (auto& [k, pr] : doc.at("dispatch_probe").items())
-      if (doc.at("dispatch").contains(k)) fn(doc.at("dispatch").at(k), pr);
+      if (doc.at("dispatch").contains(k)) fn(std::vector<Figure>{&doc.at("dispatch").at(k)}, pr);
 }
 
 }  // namespace
@@ -298,7 +302,7 @@ void for_each_probed(Doc& doc, Fn&& fn) {
 SpeedReference probe_reference(const std::vector<json>& docs) {
   std::map<std::string, std::vector<double>> xs;
   for (const auto& d : docs)
-    for_each_probed(d, [&](const json&, const json& pr) {
+    for_each_probed(d, [&](const auto&, const json& pr) {
       if (pr.contains("class") && pr.contains("s") && pr.at("s").is_number() && pr.at("s").get<double>() > 0)
         xs[pr.at("class").get<std::string>()].push_back(pr.at("s").get<double>());
     });
@@ -314,9 +318,8 @@ json probe_readings(const std::vector<json>& docs) {
       for (const auto& r : d.at("probe_readings")) out.push_back(r);
       continue;
     }
-    std::set<const json*> seen;  // a case's reading is passed with its "seconds" and its "min_s": count it once
-    for_each_probed(d, [&](const json&, const json& pr) {
-      if (seen.insert(&pr).second && pr.contains("class") && pr.contains("s") && pr.at("s").is_number())
+    for_each_probed(d, [&](const auto&, const json& pr) {
+      if (pr.contains("class") && pr.contains("s") && pr.at("s").is_number())
         out.push_back({{"class", pr.at("class")}, {"s", pr.at("s")}});
     });
   }
@@ -334,11 +337,7 @@ sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int po
   sim::SpeedStates s;
   s.cores = doc.value("cores", 0);
   for (auto& [cls, v] : ratios) {
-    std::vector<double>* out = cls == "matmul"        ? &s.matmul
-                               : cls == "matmul_bf16" ? &s.matmul_bf16
-                               : cls == "elementwise" ? &s.elementwise
-                               : cls == "dispatch"    ? &s.dispatch
-                                                      : nullptr;
+    std::vector<double>* out = s.of(cls);
     if (!out || v.size() < 8) continue;
     std::sort(v.begin(), v.end());
     for (int i = 0; i < points; ++i) {  // the quantile at (i + 0.5) / points, interpolated
@@ -355,13 +354,16 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   if (doc.contains("normalized_to") || ref.empty()) return doc;
   json out = doc;
   bool any = false;
-  for_each_probed(out, [&](json& figure, const json& pr) {
-    if (!figure.is_number() || !pr.contains("class") || !pr.contains("s")) return;
+  for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr) {
+    if (!pr.contains("class") || !pr.contains("s")) return;
     const auto it = ref.find(pr.at("class").get<std::string>());
     const double reading = pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
     if (it == ref.end() || !(reading > 0)) return;
-    figure = figure.get<double>() * std::clamp(it->second / reading, 0.2, 5.0);
-    any = true;
+    for (json* figure : figures) {
+      if (!figure->is_number()) continue;
+      *figure = figure->get<double>() * std::clamp(it->second / reading, 0.2, 5.0);
+      any = true;
+    }
   });
   if (any) out["normalized_to"] = ref;
   return out;
@@ -514,9 +516,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     // ... and the readings' spread around it: a step of N ranks runs at its slowest core's pace.
     p.speed_states = speed_states(compute, n.get<SpeedReference>());
     const sim::SpeedStates& s = p.speed_states;
-    for (auto [k, q] : {std::pair{"matmul", &s.matmul}, std::pair{"matmul_bf16", &s.matmul_bf16},
-                        std::pair{"elementwise", &s.elementwise}, std::pair{"dispatch", &s.dispatch}})
-      if (!q->empty())
+    for (const char* k : sim::SpeedStates::kClasses)
+      if (const auto* q = s.of(k); !q->empty())
         diag["speed_states_slowest_of"][k] = {sim::expected_slowest(*q, 1), sim::expected_slowest(*q, 2),
                                               sim::expected_slowest(*q, 4)};
   } else if (compute.contains("speed_reference")) {
@@ -744,8 +745,8 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
     const sim::SpeedStates& s = p.speed_states;
     y += "  speed_states:   # the probe readings' quantiles / speed_reference; a step of N ranks runs at its slowest core's pace\n";
     if (s.cores > 0) y += fmt::format("    cores: {}\n", s.cores);
-    for (auto [k, q] : {std::pair{"matmul", &s.matmul}, std::pair{"matmul_bf16", &s.matmul_bf16},
-                        std::pair{"elementwise", &s.elementwise}, std::pair{"dispatch", &s.dispatch}}) {
+    for (const char* k : sim::SpeedStates::kClasses) {
+      const std::vector<double>* q = s.of(k);
       if (q->empty()) continue;
       std::vector<std::string> xs;
       for (double x : *q) xs.push_back(fmt::format("{:.4g}", x));
