@@ -41,6 +41,10 @@ struct StepContext {
   std::vector<int> ranks;        // devices of the job, in rank order
   std::vector<int> ring_ranks;   // the same devices in ring order (see ring_order)
   std::vector<int> sim_devices;  // slot -> device
+  // Slot -> the machine whose cores its rank shares with other simulated
+  // slots (processor sharing in the Executor); empty: the profile's core
+  // sharing is a fixed factor in `prof` (or there is none).
+  std::vector<int> core_host;
   std::vector<CommRecord>* comm_records = nullptr;
   bool record_links = false;
 

@@ -270,8 +270,8 @@ void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double f
   step_overhead = step_overhead.scaled(fd);
 }
 
-DeviceProfile DeviceProfile::shared_by(int ranks) const {
-  const double f = sharing_factor(ranks);
+DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
+  const double f = mode == SharingMode::Fixed ? sharing_factor(ranks) : 1.0;
   DeviceProfile p = *this;
   if (!speed_states.empty()) {
     const SpeedStates& s = speed_states;

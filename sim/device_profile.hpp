@@ -142,8 +142,9 @@ struct DeviceProfile {
   Bandwidth host_memcpy = gbyte_per_s(10);    // host-side copies (Horovod fusion on CPU, DataParallel scatter)
   // Ranks that share one machine's cores slow each other's compute (CPU ranks,
   // more processes than cores): (ranks on the machine, compute-time factor),
-  // ascending ranks, measured by calibration; empty = no sharing. Between and
-  // beyond measured counts the factor is interpolated linearly / held at the ends.
+  // ascending ranks, measured by calibration; empty = no sharing. Between
+  // measured counts the factor is interpolated linearly; beyond the last it
+  // grows in proportion to the ranks (time-slicing).
   std::vector<std::pair<int, double>> host_sharing;
   // Every rank of a job runs on this one machine, whatever the cluster's hosts
   // (an emulated cluster of network namespaces): host_sharing uses the job's rank count.
@@ -158,8 +159,11 @@ struct DeviceProfile {
   // speed_states is known, by the expected slowest of `ranks` cores (ranks <=
   // cores) or the mean state (more ranks than cores), per probe class as at_speed scales.
   // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
-  // `ranks` from their tables.
-  DeviceProfile shared_by(int ranks) const;
+  // `ranks` from their tables. SharingMode::ByExecutor leaves out the
+  // sharing_factor: the simulator applies it task by task to the compute
+  // running at each moment (ExecutorOptions::sharing_slowdown).
+  enum class SharingMode { Fixed, ByExecutor };
+  DeviceProfile shared_by(int ranks, SharingMode mode = SharingMode::Fixed) const;
   // The speed probe while this profile was measured (empty = not recorded).
   SpeedProbe speed_reference;
   // This profile on the machine as the probe `now` finds it (drift

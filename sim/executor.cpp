@@ -9,7 +9,41 @@ namespace dptwin::sim {
 
 Executor::Executor(Simulation& sim, int devices, ExecutorOptions opts)
     : sim_(sim), devices_(devices), opts_(opts), streams_(static_cast<size_t>(devices) * 3), wait_(devices),
-      compute_since_sync_(devices), compute_since_meeting_(devices) {}
+      compute_since_sync_(devices), compute_since_meeting_(devices) {
+  if (!opts_.host_of_device.empty()) {
+    DPTWIN_ASSERT(static_cast<int>(opts_.host_of_device.size()) == devices, "one host per device");
+    computing_.resize(*std::max_element(opts_.host_of_device.begin(), opts_.host_of_device.end()) + 1);
+  }
+}
+
+double Executor::slowdown(size_t k) const {
+  const auto& f = opts_.sharing_slowdown;
+  if (k < f.size()) return std::max(1.0, f[k]);
+  if (f.size() < 2) return 1.0;
+  return std::max(1.0, f.back() * static_cast<double>(k) / static_cast<double>(f.size() - 1));
+}
+
+void Executor::schedule_finish(TaskId id) {
+  Task& t = tasks_[id];
+  const uint32_t v = ++t.version;
+  const double left = std::max(0.0, t.work_left) / t.rate;
+  sim_.schedule_in(Time::ns(static_cast<int64_t>(std::ceil(left))), [this, id, v] {
+    if (tasks_[id].version == v) finish(id);
+  });
+}
+
+void Executor::rerate(int host) {
+  const auto& running = computing_[host];
+  const double rate = 1.0 / slowdown(running.size());
+  for (TaskId id : running) {
+    Task& t = tasks_[id];
+    t.work_left -= static_cast<double>((sim_.now() - t.rated_at).count_ns()) * t.rate;
+    t.rated_at = sim_.now();
+    if (t.rate == rate) continue;
+    t.rate = rate;
+    schedule_finish(id);
+  }
+}
 
 int32_t Executor::name_id(std::string_view name) {
   auto it = name_index_.find(std::string(name));
@@ -174,6 +208,16 @@ void Executor::start(TaskId id) {
     if (factor != 1.0) d = d.scaled(factor);
   }
   t.duration = d;
+  if (shares_host(t) && d > Time::zero()) {
+    const int host = opts_.host_of_device[t.device];
+    t.work_left = static_cast<double>(d.count_ns());
+    t.rated_at = sim_.now();
+    t.rate = 0;  // rated (and its finish scheduled) by rerate
+    t.sharing = true;
+    computing_[host].push_back(id);
+    rerate(host);
+    return;
+  }
   sim_.schedule_in(d, [this, id] { finish(id); });
 }
 
@@ -181,6 +225,14 @@ void Executor::finish(TaskId id) {
   Task& t = tasks_[id];
   t.state = State::Done;
   t.end = sim_.now();
+  if (t.sharing) {
+    t.sharing = false;
+    const int host = opts_.host_of_device[t.device];
+    auto& running = computing_[host];
+    running.erase(std::find(running.begin(), running.end(), id));
+    t.duration = t.end - t.start;
+    rerate(host);
+  }
   if (t.stream == StreamKind::Compute) {
     compute_since_sync_[t.device] += t.end - t.start;
     compute_since_meeting_[t.device] += t.end - t.start;

@@ -51,6 +51,13 @@ struct ExecutorOptions {
   Time sync_lag;
   double sync_exponent = 0.5;
   Time sync_latency;
+  // Ranks sharing one host's cores (processor sharing): when k compute tasks
+  // of devices on one host run at once, each progresses at 1 / slowdown[k]
+  // of its speed (slowdown[k] for k past the end: the last entry x k / (size-1)),
+  // re-rated whenever one of them starts or ends. host_of_device[d] names
+  // device d's host; empty (the default) leaves every task at its own speed.
+  std::vector<int> host_of_device;
+  std::vector<double> sharing_slowdown;  // index: tasks computing at once (entry 0 unused)
 };
 
 class Executor {
@@ -113,9 +120,16 @@ class Executor {
     Category category;
     State state = State::Pending;
     bool queued_head = false;
+    bool sharing = false;  // running under processor sharing (below)
     Time duration;
     Time start, end, ready_at;
     double bytes = 0;
+    // Processor sharing (compute tasks on a shared host): work left in
+    // nanoseconds at full speed, as of `rated_at`, at `rate`; `version` tells
+    // a finish event scheduled before the last re-rating to do nothing.
+    double work_left = 0, rate = 1;
+    Time rated_at;
+    uint32_t version = 0;
   };
   struct Edge {
     TaskId target;
@@ -140,6 +154,11 @@ class Executor {
   void finish(TaskId t);
   void member_ready(TaskId t);
   void start_collective(int32_t collective, Time extra);
+  bool shares_host(const Task& t) const { return t.stream == StreamKind::Compute && !opts_.host_of_device.empty(); }
+  double slowdown(size_t computing) const;
+  // Re-rates the running compute tasks of `host` (after one started or ended).
+  void rerate(int host);
+  void schedule_finish(TaskId t);
 
   Simulation& sim_;
   int devices_;
@@ -155,6 +174,7 @@ class Executor {
   std::vector<Time> compute_since_sync_;     // per device: compute finished since its last data collective
   std::vector<Time> compute_since_meeting_;  // ... since its last data collective entered with compute idle
   std::vector<std::pair<int, StreamKind>> scratch_;
+  std::vector<std::vector<TaskId>> computing_;  // per host: its running compute tasks
 };
 
 }  // namespace dptwin::sim

@@ -66,6 +66,11 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   eo.sync_lag = ctx.prof->sync_lag;
   eo.sync_exponent = ctx.prof->sync_exponent;
   eo.sync_latency = ctx.prof->sync_latency;
+  if (!ctx.core_host.empty()) {
+    eo.host_of_device = ctx.core_host;
+    const int most = static_cast<int>(std::count(ctx.core_host.begin(), ctx.core_host.end(), ctx.core_host.front()));
+    for (int k = 0; k <= std::max(most, 2); ++k) eo.sharing_slowdown.push_back(ctx.prof->sharing_factor(std::max(1, k)));
+  }
   const bool horovod = ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp;
   // Horovod's background loop wakes every cycle on every rank, busy or not.
   if (horovod && ctx.world() > 1) eo.background_slowdown = ctx.prof->background_loop_slowdown;
@@ -256,12 +261,19 @@ PointResult simulate_point(const PointSpec& p) {
   topology::Topology topo = topology::build_topology(p.cluster, n);
   // Calibrated profiles: ranks sharing one machine's cores slow each other down;
   // collectives follow the fitted size regimes (sim/device_profile.hpp).
+  // When every rank is simulated, the Executor shares each machine's cores
+  // among the compute tasks running at that moment (a parameter server's
+  // optimizer runs alone while the workers wait); otherwise every compute
+  // task is slowed by the factor for all the ranks on the machine.
   int on_machine = n;
   if (!p.profile.ranks_share_machine) {
     on_machine = 0;
     for (int d = 0; d < n; ++d) on_machine += topo.host_of(d) == topo.host_of(0);
   }
-  const DeviceProfile prof = p.profile.shared_by(on_machine);
+  std::vector<int> slots = choose_slots(p, n, p.profile);
+  const bool share_cores = !p.profile.host_sharing.empty() && n > 1 && static_cast<int>(slots.size()) == n;
+  const DeviceProfile prof = p.profile.shared_by(on_machine, share_cores ? DeviceProfile::SharingMode::ByExecutor
+                                                                               : DeviceProfile::SharingMode::Fixed);
   NetworkOptions no;
   no.mode = p.sim.network_mode;
   no.calibration = prof.network;
@@ -278,7 +290,9 @@ PointResult simulate_point(const PointSpec& p) {
   ctx.net = &net;
   for (int i = 0; i < n; ++i) ctx.ranks.push_back(i);
   ctx.ring_ranks = ring_order(topo, ctx.ranks);
-  ctx.sim_devices = choose_slots(p, n, p.profile);
+  ctx.sim_devices = std::move(slots);
+  if (share_cores)
+    for (int d : ctx.sim_devices) ctx.core_host.push_back(p.profile.ranks_share_machine ? 0 : topo.host_of(d));
   check_point_scale(p, work, topo, n, ctx.sim_devices.size());
   const bool dp = p.strategy == StrategyKind::Sps && n > 1 && sps_uses_data_parallel(ctx);
   compute_op_times(ctx, dp ? static_cast<double>(n) : 1.0);

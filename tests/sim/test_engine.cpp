@@ -98,6 +98,36 @@ TEST_CASE("compute overlapping running communication is slowed") {
   CHECK(ex.end_of(c) == Time::us(15));
 }
 
+TEST_CASE("compute of devices sharing a host's cores is re-rated as tasks start and end") {
+  Simulation sim;
+  ExecutorOptions o;
+  o.host_of_device = {0, 0, 0, 1};          // devices 0-2 share host 0; device 3 is alone on host 1
+  o.sharing_slowdown = {1.0, 1.0, 2.0};     // two at once run at half speed; three: 2 x 3/2
+  Executor ex(sim, 4, o);
+  int32_t n = ex.name_id("x");
+  // a (10 us) alone for 4 us, then with b at half speed; b (4 us) ends at 12;
+  // a has 2 us of work left and ends alone at 14.
+  TaskId a = ex.add_task(0, StreamKind::Compute, Category::Forward, Time::us(10), n);
+  TaskId gate = ex.add_task(1, StreamKind::Comm, Category::Communication, Time::us(4), n);
+  TaskId b = ex.add_task(1, StreamKind::Compute, Category::Forward, Time::us(4), n, {gate});
+  // Another host's compute runs at its own speed; communication is not shared.
+  TaskId other = ex.add_task(3, StreamKind::Compute, Category::Forward, Time::us(10), n);
+  TaskId comm = ex.add_task(2, StreamKind::Comm, Category::Communication, Time::us(10), n);
+  sim.run();
+  CHECK(ex.end_of(b) == Time::us(12));
+  CHECK(ex.end_of(a) == Time::us(14));
+  CHECK(ex.end_of(other) == Time::us(10));
+  CHECK(ex.end_of(comm) == Time::us(10));
+
+  // Three at once: beyond the table the factor grows with the count (2 x 3/2 = 3).
+  Simulation sim3;
+  Executor ex3(sim3, 4, o);
+  std::vector<TaskId> t;
+  for (int d = 0; d < 3; ++d) t.push_back(ex3.add_task(d, StreamKind::Compute, Category::Backward, Time::us(6), n));
+  sim3.run();
+  for (TaskId id : t) CHECK(ex3.end_of(id) == Time::us(18));
+}
+
 TEST_CASE("tasks added from a finish callback run, and late dependencies hold") {
   Simulation sim;
   Executor ex(sim, 1, {});

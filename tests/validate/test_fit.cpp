@@ -281,6 +281,41 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);
 }
 
+TEST_CASE("fit_profile: core sharing beyond the cores from the step skeleton's bursts") {
+  using nlohmann::json;
+  json rows;
+  json compute = compute_doc(rows);
+  compute["compute"] = rows;
+  compute["cores"] = 2;
+  const json loop = {{"matmul_s", 0.01}, {"elementwise_s", 0.001}, {"dispatch_s", 1e-5}};
+  compute["concurrency"] = loop;
+  auto comm_at = [&](int n, double short_burst, double long_burst) {
+    json c = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", n}, {"threads", 1}};
+    c["collectives"] = json::array();
+    for (double b : {4096.0, 65536.0, 1048576.0})
+      c["collectives"].push_back({{"kind", "allreduce"}, {"backend", "gloo"}, {"ranks", n}, {"bytes", b}, {"seconds", 1e-4 + b / 1e9}});
+    c["concurrency"] = loop;
+    c["sync"] = {{"ranks", n},
+                 {"skeletons",
+                  {{{"matmuls", 3}, {"burst_s", short_burst}, {"arrival_skew_s", 0.001}, {"extra_s", 0.001}},
+                   {{"matmuls", 12}, {"burst_s", long_burst}, {"arrival_skew_s", 0.002}, {"extra_s", 0.001}}}}};
+    return c;
+  };
+  const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
+  // Four ranks on two cores: the longest burst ran 1.75x its 2-rank time (the short one's 1.6 is not used).
+  FitReport r = fit_profile(compute, {comm_at(2, 0.010, 0.040), comm_at(4, 0.016, 0.070)}, "gloo", cluster);
+  CHECK(r.profile.sharing_factor(2) == doctest::Approx(1.0));
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.75));
+  CHECK(r.diagnostics["host_sharing_skeleton"]["4"].get<double>() == doctest::Approx(1.75));
+  // Without the 2-rank skeleton: time-slicing, ranks x threads / cores.
+  r = fit_profile(compute, {comm_at(4, 0.016, 0.070)}, "gloo", cluster);
+  REQUIRE(!r.profile.host_sharing.empty());
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(2.0));
+  // A ratio below one core per rank is held at 1.
+  r = fit_profile(compute, {comm_at(2, 0.010, 0.040), comm_at(4, 0.016, 0.030)}, "gloo", cluster);
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.0));
+}
+
 TEST_CASE("median_of_documents: numbers by their median, structure and strings from the first") {
   using nlohmann::json;
   const json a = {{"mode", "compute"}, {"threads", 1}, {"rows", {{{"op", "matmul"}, {"seconds", 1.0}}, {{"op", "add"}, {"seconds", 4.0}}}},

@@ -148,6 +148,22 @@ TEST_CASE("core sharing slows compute, and the simulator uses it") {
   pt.profile.host_sharing = {{1, 1.0}, {4, 2.0}};
   const double shared = sim::simulate_point(pt).breakdown.compute_s;
   CHECK(shared == doctest::Approx(2 * base).epsilon(0.05));
+  // The simulator shares the cores among the compute running at each moment:
+  // the central server's optimizer runs while the workers wait, at full speed,
+  // where a fixed factor would slow it too.
+  CHECK(p.shared_by(4, sim::DeviceProfile::SharingMode::ByExecutor).matmul.max == doctest::Approx(0.8));
+  ValidationCase ps{"tiny", "sps", 4, "fp32", 4, 0};
+  sim::PointSpec sp = point_for_case(m, ps, "");
+  const sim::PointResult alone = sim::simulate_point(sp);
+  sp.profile.host_sharing = {{1, 1.0}, {4, 2.0}};
+  const sim::PointResult sliced = sim::simulate_point(sp);
+  CHECK(sliced.breakdown.compute_s == doctest::Approx(2 * alone.breakdown.compute_s).epsilon(0.05));
+  CHECK(sliced.breakdown.optimizer_s == doctest::Approx(alone.breakdown.optimizer_s).epsilon(0.01));
+  // A dps step runs every rank's optimizer at once: shared.
+  pt.profile.host_sharing = {};
+  const double opt_alone = sim::simulate_point(pt).breakdown.optimizer_s;
+  pt.profile.host_sharing = {{1, 1.0}, {4, 2.0}};
+  CHECK(sim::simulate_point(pt).breakdown.optimizer_s == doctest::Approx(2 * opt_alone).epsilon(0.05));
 }
 
 TEST_CASE("table curves round-trip and slow down with sharing") {
