@@ -56,7 +56,7 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
        &ValidateArgs::drift_compensation},
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
       {"--at-speed-of", "with --predict-only: predict at the machine speed another profile was measured at "
-                        "(compares two calibrations at one speed)", &ValidateArgs::at_speed_of},
+                        "and spread of speeds (compares two calibrations at one state of the machine)", &ValidateArgs::at_speed_of},
       {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
       {"--trace", "write the measured and predicted timelines of one case side by side (Chrome trace JSON)",
@@ -178,6 +178,7 @@ int run_validate(const ValidateArgs& a) {
       throw InputError({"command line", 0, 0}, "--at-speed-of",
                        fmt::format("profile '{}' records no speed_reference", a.at_speed_of));
     o.fixed_speed = other.speed_reference;
+    o.fixed_states = other.speed_states;
   }
   o.case_timeout_s = a.case_timeout_s;
   if (!a.trace.empty()) {

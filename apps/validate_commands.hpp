@@ -45,7 +45,7 @@ struct ValidateArgs {
   bool predict_only = false;
   bool drift_compensation = false;
   std::string microbench;      // dptwin-microbench for the speed probe ("" = next to dptwin)
-  std::string at_speed_of;     // predict-only: at this profile's speed_reference
+  std::string at_speed_of;     // predict-only: at this profile's speed_reference and speed_states
   double case_timeout_s = 900;
   int nice = -20;
   std::string trace;           // side-by-side trace of one case ("" = none)

@@ -8,11 +8,12 @@ Not part of `meson test` (about 5 minutes on 2 cores):
 calibrate options such as --passes 3 are passed through.)
 
 Prints, per case, the predictions of both profiles twice: as they are (each at
-the machine speed its calibration found) and with the second profile brought
-to the first one's speed (`validate --predict-only --at-speed-of`), which
-removes the host's speed change between the two calibrations and leaves the
-calibration's own spread; and each calibration's host steal. Exits 1 when the
-at-one-speed comparison differs by more than 5% somewhere.
+the machine state its calibration found) and with the second profile brought
+to the first one's state (`validate --predict-only --at-speed-of`: its speed
+reference and its spread of speeds, `speed_states`), which removes the host's
+change between the two calibrations and leaves the calibration's own spread;
+and each calibration's host steal. Exits 1 when the at-one-state comparison
+differs by more than 5% somewhere.
 """
 import json
 import os
@@ -60,5 +61,5 @@ for a, b, c in zip(first, second, second_at_first):
                                                        c["predicted_step_s"] * 1e3, d_at))
 n = len(first)
 print("as calibrated: largest difference %.1f%%, %d/%d cases within 5%%" % (worst_abs, within_abs, n))
-print("at one speed:  largest difference %.1f%%, %d/%d cases within 5%%" % (worst_at, within_at, n))
+print("at one state:  largest difference %.1f%%, %d/%d cases within 5%%" % (worst_at, within_at, n))
 sys.exit(0 if worst_at <= 5.0 else 1)

@@ -237,8 +237,10 @@ int probe_processes(const ValidationMatrix& m, int ranks) {
 
 // `now`: the speed probe's reading, by probe_processes(c.ranks) processes at
 // once when `probed_now`, else one process (a profile's reference).
+// `states` (with `now` from another profile): that profile's speed states
+// replace this one's, where this one has some.
 json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out,
-             const sim::SpeedProbe& now = {}, bool probed_now = true) {
+             const sim::SpeedProbe& now = {}, bool probed_now = true, const sim::SpeedStates& states = {}) {
   sim::PointSpec point = point_for_case(m, c, profile);
   const sim::SpeedProbe ref = point.profile.speed_reference;
   if (!now.empty() && !ref.empty()) {
@@ -255,6 +257,7 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
                  {"probe_processes", procs}};
     if (at.matmul_bf16_s > 0 && ref.matmul_bf16_s > 0) out.speed["matmul_bf16"] = at.matmul_bf16_s / ref.matmul_bf16_s;
     point.profile = point.profile.at_speed(at);
+    if (!states.empty() && !point.profile.speed_states.empty()) point.profile.speed_states = states;
   }
   sim::PointResult r = sim::simulate_point(point);
   if (r.status != "ok" || !r.step_time_s) {
@@ -387,7 +390,7 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
     out[i].c = m.cases[i];
     const int ranks = m.cases[i].ranks;
     if (o.predict_only && !o.fixed_speed.empty()) {
-      predict(m, m.cases[i], o.profile, out[i], o.fixed_speed, false);
+      predict(m, m.cases[i], o.profile, out[i], o.fixed_speed, false, o.fixed_states);
       continue;
     }
     if (o.predict_only && !o.speed_probe.empty() && !now.count(ranks)) now[ranks] = probe_speed(m, o, ranks);

@@ -104,8 +104,10 @@ struct ValidationOptions {
   // (sim::DeviceProfile::at_speed). "" or a profile without speed_reference: off.
   std::string speed_probe;
   // predict_only: every prediction at this speed instead (the speed_reference
-  // of another profile, `--at-speed-of`): two calibrations compared at one speed.
+  // and, where both profiles have them, the speed_states of another profile,
+  // `--at-speed-of`): two calibrations compared at one state of the machine.
   sim::SpeedProbe fixed_speed;
+  sim::SpeedStates fixed_states;
   double case_timeout_s = 900;
   // With trace_path set: case trace_case (0-based) is traced in its last round
   // and the measured and predicted timelines are written there side by side

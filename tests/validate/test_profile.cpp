@@ -2,6 +2,9 @@
 // size regimes of collectives, core sharing (sim/device_profile.hpp, sim/collectives.hpp).
 #include <doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/error.hpp"
 #include "sim/simulate.hpp"
 #include "topology/cluster.hpp"
@@ -324,4 +327,37 @@ TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core"
   // Without a core count, every rank is a draw.
   p.speed_states.cores = 0;
   CHECK(p.shared_by(4).matmul.at(1e9) == doctest::Approx(base4.matmul.at(1e9) / (1.0 / 16 + 2 * 15.0 / 16)));
+}
+
+TEST_CASE("--at-speed-of: another profile's speed reference and speed states, one state of the machine") {
+  sim::DeviceProfile p = sample_profile();
+  p.speed_reference = {1e-3, 2e-4, 3e-6, 5e-4};
+  p.speed_states.cores = 2;
+  for (const char* cls : sim::SpeedStates::kClasses) *p.speed_states.of(cls) = {1.0, 2.0};
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "dptwin-at-speed-of.yaml";
+  {
+    std::ofstream f(path);
+    f << profile_yaml(p, "t", "test", "gloo");
+  }
+  ValidationMatrix m;
+  m.cases = {ValidationCase{"tiny", "single", 1, "fp32", 4, 0}};
+  ValidationOptions o;
+  o.predict_only = true;
+  o.profile = path.string();
+  const double plain = run_validation(m, o).at(0).predicted_step_s;
+  // At its own reference and states: the plain prediction.
+  o.fixed_speed = p.speed_reference;
+  o.fixed_states = p.speed_states;
+  CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
+  // Another calibration's spread twice as slow in every class (mean state 3 instead of 1.5):
+  // every compute figure twice as slow, at the same reference.
+  sim::SpeedStates slow = p.speed_states;
+  for (const char* cls : sim::SpeedStates::kClasses) *slow.of(cls) = {2.0, 4.0};
+  o.fixed_states = slow;
+  const CaseOutcome s = run_validation(m, o).at(0);
+  CHECK(s.predicted_step_s == doctest::Approx(2 * plain).epsilon(0.02));
+  // Only the reference (states left empty): this profile's own spread.
+  o.fixed_states = {};
+  CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
+  std::filesystem::remove(path);
 }
