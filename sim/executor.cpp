@@ -198,13 +198,13 @@ void Executor::start(TaskId id) {
   t.start = sim_.now();
   Time d = t.duration;
   if (t.stream == StreamKind::Compute && d > Time::zero()) {
-    double factor = sim_.jitter_factor(opts_.jitter) * (1.0 + opts_.background_slowdown);
-    if (opts_.overlap_slowdown > 0 && stream_of(t.device, StreamKind::Comm).busy) {
-      // The comm stream's head may only be waiting for peers; slow only when it runs.
-      const StreamState& cs = stream_of(t.device, StreamKind::Comm);
-      if (cs.head < cs.queue.size() && tasks_[cs.queue[cs.head]].state == State::Running)
-        factor *= 1.0 + opts_.overlap_slowdown;
-    }
+    double factor = sim_.jitter_factor(opts_.jitter);
+    // The comm stream's head may only be waiting for peers; slow only when it runs.
+    const StreamState& cs = stream_of(t.device, StreamKind::Comm);
+    const bool comm_running = cs.busy && cs.head < cs.queue.size() && tasks_[cs.queue[cs.head]].state == State::Running;
+    // A background thread that runs the collectives (Horovod's loop) does not
+    // tick while one runs: then only the collective's own slowdown applies.
+    factor *= 1.0 + (comm_running ? opts_.overlap_slowdown : opts_.background_slowdown);
     if (factor != 1.0) d = d.scaled(factor);
   }
   t.duration = d;

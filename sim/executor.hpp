@@ -10,7 +10,8 @@
 //   * a collective starts when all its members are ready, and all members end
 //     together; its duration is priced when it starts (cached by the network);
 //   * a compute task that starts while its device's comm stream is busy is
-//     slowed by `overlap_slowdown`; compute tasks get `jitter` noise;
+//     slowed by `overlap_slowdown`, one that starts while it is idle by
+//     `background_slowdown`; compute tasks get `jitter` noise;
 //   * a data collective entered after compute lasts longer, and one where the
 //     ranks meet (no member computing) starts late, by the options'
 //     synchronisation costs (ranks time-sharing cores).
@@ -39,7 +40,10 @@ inline constexpr TaskId kNoTask = -1;
 struct ExecutorOptions {
   double overlap_slowdown = 0.0;  // compute slowdown while the device's comm stream is busy
   double jitter = 0.0;            // relative std-dev of compute task durations
-  double background_slowdown = 0.0;  // compute slowdown at all times (a framework thread shares the cores)
+  // Compute slowdown while the device's comm stream is idle (a framework
+  // thread that ticks between collectives shares the cores: Horovod's loop;
+  // while a collective runs, overlap_slowdown applies instead).
+  double background_slowdown = 0.0;
   // Ranks meeting at a data collective (Category::Communication): one entered
   // while no member computes (the training threads wait for each other)
   // starts `sync_lag` x (W / 100 ms)^`sync_exponent` after its last member is

@@ -96,6 +96,18 @@ TEST_CASE("compute overlapping running communication is slowed") {
   sim.run();
   // The comm task runs from t=0, so the 10 us compute takes 15 us.
   CHECK(ex.end_of(c) == Time::us(15));
+  // A background loop's slowdown applies while the comm stream is idle; while
+  // a collective runs (the loop thread runs it), only the overlap slowdown.
+  Simulation sim2;
+  o.background_slowdown = 0.2;
+  Executor bg(sim2, 1, o);
+  TaskId coll = bg.add_task(0, StreamKind::Comm, Category::Communication, Time::us(100), n);
+  TaskId during = bg.add_task(0, StreamKind::Compute, Category::Backward, Time::us(10), n);
+  TaskId after = bg.add_task(0, StreamKind::Compute, Category::Backward, Time::us(100), n, {coll});
+  sim2.run();
+  CHECK(bg.end_of(during) == Time::us(15));
+  CHECK(bg.start_of(after) == Time::us(100));
+  CHECK(bg.end_of(after) == Time::us(220));
 }
 
 TEST_CASE("compute of devices sharing a host's cores is re-rated as tasks start and end") {
