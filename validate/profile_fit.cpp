@@ -545,6 +545,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   std::map<int, double> loop_by_ranks;
   std::map<int, sim::DeviceProfile::SyncCost> sync_by_ranks;
   std::map<int, std::map<int, double>> skeleton_burst;  // ranks -> matmuls -> burst_s
+  std::map<int, std::pair<int, double>> skeleton_sharing;  // ranks -> (ranks bursting, burst ratio), one run
   int overlap_ranks = 1 << 30;
   rep.profile.network.clear();
   auto topo_for = [&](int n) { return topology::build_topology(cluster, n); };
@@ -603,6 +604,10 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
         latency += std::max(0.0, num(k, "extra_s")) / 2.0;
         bursts.emplace_back(burst, skew);
       }
+      if (y.contains("core_sharing")) {
+        const json& cs = y.at("core_sharing");
+        skeleton_sharing[n] = {std::max(1, cs.value("ranks_bursting", 1)), num(cs, "ratio")};
+      }
       const double m = static_cast<double>(bursts.size());
       sim::DeviceProfile::SyncCost c;
       c.ranks = n;
@@ -653,14 +658,17 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   // (diagnostics: host_sharing_probe) agree at 2 and 4 ranks on a quiet machine
   // but swing 1.0-6.5 under other load, so they only report, they do not fit.
   //
-  // More ranks than cores: the step skeleton's burst at n ranks over the
-  // same burst with one rank per core (the largest such rank count measured),
-  // its longest burst (closest to a training step's compute phases). Ranks
-  // leave each collective at different times, so their bursts only partly
-  // overlap: here 1.26-2.69x at 4 ranks on 2 cores in 13 calibrations (11 of
-  // them 1.65-1.99, median 1.74), as training's forward + backward at 4 ranks
-  // (1.55-2.0x one rank's), where four tight loops read 2.0-2.2x. Without both skeletons, the
-  // time-slicing formula.
+  // More ranks than cores: the step skeleton's longest burst (closest to a
+  // training step's compute phases) with every rank bursting over the same
+  // burst with one rank per core. Ranks leave each collective at different
+  // times, so their bursts only partly overlap: 1.65-1.99x at 4 ranks on 2
+  // cores in 11 of 13 calibrations here, as training's forward + backward at
+  // 4 ranks (1.55-2.0x one rank's), where four tight loops read 2.0-2.2x.
+  // Preferred: the n-rank run's own pairs (`sync.core_sharing`: every rank vs
+  // only `ranks_bursting`, iteration by iteration, one speed of the machine);
+  // else the burst at n ranks over the burst of the largest rank count with a
+  // core per rank, two runs apart (their speed states differ: 1.56 and 1.86
+  // in two calibrations in a row); else the time-slicing formula.
   const int cores = std::max(1, compute.value("cores", 1));
   const int threads = std::max(1, compute.value("threads", 1));
   auto slices = [&](int n) { return std::max(1.0, static_cast<double>(n) * threads / cores); };
@@ -670,7 +678,15 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   for (auto& [n, f] : sharing) {
     diag["host_sharing_probe"][std::to_string(n)] = f;
     f = slices(n);
-    if (f <= 1.0 || per_core == 0 || !skeleton_burst.count(n)) continue;
+    if (f <= 1.0) continue;
+    if (auto it = skeleton_sharing.find(n); it != skeleton_sharing.end() && it->second.second > 0) {
+      const double measured = it->second.second * slices(it->second.first);
+      diag["host_sharing_skeleton"][std::to_string(n)] = measured;
+      diag["host_sharing_source"][std::to_string(n)] = "pairs in one run";
+      f = std::clamp(measured, 1.0, 2.0 * slices(n));
+      continue;
+    }
+    if (per_core == 0 || !skeleton_burst.count(n)) continue;
     const auto& mine = skeleton_burst.at(n);
     const auto& ref = skeleton_burst.at(per_core);
     for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
@@ -678,6 +694,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       if (r == ref.end() || r->second <= 0) continue;
       const double measured = it->second / r->second * slices(per_core);
       diag["host_sharing_skeleton"][std::to_string(n)] = measured;
+      diag["host_sharing_source"][std::to_string(n)] = "two runs";
       f = std::clamp(measured, 1.0, 2.0 * slices(n));
       break;
     }

@@ -753,11 +753,19 @@ class HorovodLoopProbe {
 // compute between two meetings. Every round runs both skeletons' full
 // iterations; the figures are medians over all rounds' iterations. Ranks on
 // one host share steady_clock.
+//
+// With more ranks than cores (`per_core` ranks fit one per core), the longest
+// skeleton also runs in pairs of iterations within one round: every rank
+// bursting, then only the first `per_core` ranks (the others go straight to
+// the allreduce), in alternating order; the pair's ratio of mean bursts is
+// the core sharing of a step-like pattern, read at one speed of the machine
+// (`core_sharing` in the document).
 class SyncProbe {
  public:
-  SyncProbe() : A_(torch::randn({256, 768})), B_(torch::randn({768, 768})), x_(torch::randn({1 << 19})),
-                y_(torch::randn({1 << 19})), t1_(torch::zeros({1})), mask_(torch::ones({2048})),
-                scalar_(torch::ones({2})), grad_(torch::ones({1 << 17})) {}
+  explicit SyncProbe(int per_core)
+      : per_core_(std::max(1, per_core)), A_(torch::randn({256, 768})), B_(torch::randn({768, 768})),
+        x_(torch::randn({1 << 19})), y_(torch::randn({1 << 19})), t1_(torch::zeros({1})),
+        mask_(torch::ones({2048})), scalar_(torch::ones({2})), grad_(torch::ones({1 << 17})) {}
 
   void round(RankCtx& c, int r) {
     torch::NoGradGuard ng;
@@ -834,9 +842,60 @@ class SyncProbe {
     }
   }
 
+  // Pairs of the longest skeleton's iteration with every rank bursting and
+  // with the first per_core_ ranks only (see the class comment).
+  void sharing_round(RankCtx& c, int r) {
+    const int n = c.size;
+    if (n <= per_core_) return;
+    torch::NoGradGuard ng;
+    const Skeleton& sk = skeletons_.back();
+    auto burst = [&] {
+      for (int i = 0; i < sk.matmuls; ++i) auto z = torch::matmul(A_, B_);
+      for (int i = 0; i < 200; ++i) t1_.add_(1.0);
+    };
+    constexpr int kPairs = 8;
+    auto rec = torch::zeros({kPairs, 2}, torch::kFloat64);
+    auto acc = rec.accessor<double, 2>();
+    c.comm->barrier()->wait(kTimeout);
+    for (int it = 0; it < kPairs; ++it)
+      for (int k = 0; k < 2; ++k) {
+        const bool all = (k == 0) == (it % 2 == 0);
+        c.comm->broadcast(mask_, 0)->wait(kTimeout);
+        c.comm->broadcast(scalar_, 0)->wait(kTimeout);
+        const auto t = Clock::now();
+        if (all || c.rank < per_core_) burst();
+        acc[it][all ? 0 : 1] = seconds_since(t);
+        c.comm->allreduce(grad_)->wait(kTimeout);
+      }
+    auto gathered = torch::empty({n * kPairs * 2}, torch::kFloat64);
+    c.comm->allgather(rec.reshape({-1}), gathered)->wait(kTimeout);
+    const auto shaped = gathered.reshape({n, kPairs, 2});
+    auto g = shaped.accessor<double, 3>();
+    for (int it = 0; it < kPairs; ++it) {
+      double every = 0, first = 0;
+      for (int q = 0; q < n; ++q) every += g[q][it][0] / n;
+      for (int q = 0; q < per_core_; ++q) first += g[q][it][1] / per_core_;
+      sharing_every_.add(r, every);
+      sharing_first_.add(r, first);
+      if (first > 0) sharing_ratio_.add(r, every / first);
+    }
+  }
+
   void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
     json& s = doc["sync"];
     s = {{"ranks", c.size}, {"mask_bytes", 8192}, {"scalar_bytes", 8}, {"grad_bytes", 512 * 1024}};
+    if (!sharing_ratio_.pooled(use).empty()) {
+      const double ratio = sharing_ratio_.median_of(use);
+      s["core_sharing"] = {{"matmuls", skeletons_.back().matmuls},
+                           {"ranks_bursting", per_core_},
+                           {"burst_every_rank_s", sharing_every_.median_of(use)},
+                           {"burst_one_per_core_s", sharing_first_.median_of(use)},
+                           {"ratio", ratio},
+                           {"pairs", sharing_ratio_.pooled(use).size()}};
+      if (c.rank == 0)
+        std::cerr << fmt::format("  core sharing (skeleton, {} of {} ranks bursting vs all): x{:.3f}\n", per_core_,
+                                 c.size, ratio);
+    }
     for (const Skeleton& sk : skeletons_) {
       const size_t iterations = sk.skew.pooled(use).size();
       const auto used_rounds = std::count(use.begin(), use.end(), true);
@@ -873,15 +932,17 @@ class SyncProbe {
     int matmuls, iterations_per_round;
     RoundSamples mask_after, scalar_after, grad_after, mask_alone, scalar_alone, grad_alone, extra, skew, burst_s;
   };
+  int per_core_;
   torch::Tensor A_, B_, x_, y_, t1_, mask_, scalar_, grad_;
   std::vector<Skeleton> skeletons_{Skeleton(3, 20), Skeleton(12, 12)};
+  RoundSamples sharing_every_, sharing_first_, sharing_ratio_;
 };
 
 void bench_comm(const Args& a, RankCtx& c, json& doc) {
   doc["collectives"] = json::array();
   doc["rounds"] = a.rounds;
   const bool sync_only = a.mode == "sync", multi = c.size > 1;
-  SyncProbe sync;
+  SyncProbe sync(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, a.threads));
   CollectiveSweep sweep;
   SharingProbe sharing;
   OverlapProbe overlap;
@@ -899,7 +960,10 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
       overlap.round(a, c, r);
       loop->round(a, c, r);
     }
-    if (multi) sync.round(c, r);
+    if (multi) {
+      sync.round(c, r);
+      sync.sharing_round(c, r);
+    }
     steal.push_back(allmax(c, dptwin::steal_pct(before, dptwin::read_cpu_times())));
   }
   const std::vector<bool> use = dptwin::calm_rounds(steal);

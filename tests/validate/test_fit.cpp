@@ -314,6 +314,15 @@ TEST_CASE("fit_profile: core sharing beyond the cores from the step skeleton's b
   // A ratio below one core per rank is held at 1.
   r = fit_profile(compute, {comm_at(2, 0.010, 0.040), comm_at(4, 0.016, 0.030)}, "gloo", cluster);
   CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.0));
+  // The 4-rank run's own pairs (every rank vs two bursting, one speed of the
+  // machine) win over the ratio of two runs.
+  json four = comm_at(4, 0.016, 0.070);
+  four["sync"]["core_sharing"] = {{"matmuls", 12}, {"ranks_bursting", 2}, {"ratio", 1.8}, {"pairs", 24}};
+  r = fit_profile(compute, {comm_at(2, 0.010, 0.040), four}, "gloo", cluster);
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.8));
+  CHECK(r.diagnostics["host_sharing_source"]["4"].get<std::string>() == "pairs in one run");
+  r = fit_profile(compute, {four}, "gloo", cluster);
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.8));
 }
 
 TEST_CASE("median_of_documents: numbers by their median, structure and strings from the first") {
