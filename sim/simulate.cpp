@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -68,8 +69,10 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   eo.sync_latency = ctx.prof->sync_latency;
   if (!ctx.core_host.empty()) {
     eo.host_of_device = ctx.core_host;
-    const int most = static_cast<int>(std::count(ctx.core_host.begin(), ctx.core_host.end(), ctx.core_host.front()));
-    for (int k = 0; k <= std::max(most, 2); ++k) eo.sharing_slowdown.push_back(ctx.prof->sharing_factor(std::max(1, k)));
+    std::map<int, int> per_host;
+    int most = 2;  // the most ranks any machine holds: the table covers every count that can occur
+    for (int h : ctx.core_host) most = std::max(most, ++per_host[h]);
+    for (int k = 0; k <= most; ++k) eo.sharing_slowdown.push_back(ctx.prof->sharing_factor(std::max(1, k)));
   }
   const bool horovod = ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp;
   // Horovod's background loop wakes every cycle on every rank, busy or not.
