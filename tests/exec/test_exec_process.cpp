@@ -43,7 +43,7 @@ TEST_CASE("process group: a dead rank brings the others down quickly with its na
 
 TEST_CASE("process group: non-zero exit and a process that ignores SIGTERM") {
   const auto t0 = std::chrono::steady_clock::now();
-  const auto out = run_process_group({sh("trap '' TERM; sleep 30", "stubborn"), sh("exit 3", "rank 1")}, 60, 0.5);
+  const auto out = run_process_group({sh("trap '' TERM; sleep 30", "stubborn"), sh("sleep 0.3; exit 3", "rank 1")}, 60, 0.5);
   CHECK(seconds_since(t0) < 5);
   CHECK(out.failure == "rank 1 (pid " + std::to_string(out.results[1].pid) + ") exited with code 3");
   CHECK(out.results[0].signal == SIGKILL);
