@@ -65,7 +65,8 @@ class Work {
   // Backend side: execution began / finished (error = nullptr on success).
   void mark_started(int64_t ns);
   void finish(int64_t end_ns, std::exception_ptr error = nullptr);
-  // Runs `fn` once the work completes (immediately if it already has), on the completing thread.
+  // Runs `fn` once the work completes (immediately if it already has), on the
+  // completing thread, before wait() returns.
   void on_complete(std::function<void(const Work&)> fn);
 
   // Backend side: a counter of threads blocked in wait() on works of one
@@ -82,7 +83,8 @@ class Work {
   std::string what_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  bool finishing_ = false;  // finish() began: the figures below are final, callbacks run
+  bool done_ = false;       // finish() ended: waiters may return
   std::exception_ptr error_;
   int64_t start_ns_ = -1, end_ns_ = -1;
   std::vector<std::function<void(const Work&)>> callbacks_;
