@@ -1,6 +1,6 @@
 // exec/data_prep.hpp — `dptwin prepare-data`: text files -> token shards.
 //
-//   dptwin prepare-data --input a.txt [--input dir/ ...] --output data/ \
+//   dptwin prepare-data --input a.txt [--input dir/ ...] --output data/
 //       [--tokenizer byte|gpt2 --vocab vocab.json --merges merges.txt] [--shard-tokens N]
 //   dptwin prepare-data --synthetic N [--vocab-size V] [--seed S] --output synth.tok
 //
