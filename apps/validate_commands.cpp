@@ -54,6 +54,8 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"--predict-only", "do not run: print the predictions only", &ValidateArgs::predict_only},
       {"--drift-compensation", "run a speed probe before each run and predict it at the speed measured then",
        &ValidateArgs::drift_compensation},
+      {"--run-states", "probe the machine's speed before each run and predict every case at the spread of speeds "
+                       "read during the validation (instead of during the calibration)", &ValidateArgs::run_states},
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
       {"--at-speed-of", "with --predict-only: predict at the machine speed another profile was measured at "
                         "and spread of speeds (compares two calibrations at one state of the machine)", &ValidateArgs::at_speed_of},
@@ -161,6 +163,24 @@ int run_validate(const ValidateArgs& a) {
     const std::string mb = validate::find_microbench_binary(a.microbench);
     if (fs::exists(mb)) o.speed_probe = mb;
     else std::cerr << "note: dptwin-microbench not found: predictions are not drift-compensated\n";
+  }
+  if (a.run_states) {
+    const SourceLocation cl{"command line", 0, 0};
+    if (a.predict_only) throw InputError(cl, "--run-states", "--run-states reads the machine during the runs; drop --predict-only");
+    if (a.drift_compensation) throw InputError(cl, "--run-states", "choose --run-states or --drift-compensation, not both");
+    if (a.profile.empty()) throw InputError(cl, "--run-states", "--run-states needs --profile");
+    sim::DeviceProfile p;
+    try {
+      sim::apply_profile_document(load_yaml_file(a.profile), p);
+    } catch (const InputError& e) {
+      throw e.with_context(fmt::format("while reading profile '{}'", a.profile));
+    }
+    if (p.speed_reference.empty() || p.speed_states.empty())
+      throw InputError(cl, "--run-states",
+                       fmt::format("profile '{}' records no speed_reference and speed_states (calibrate again)", a.profile));
+    const std::string mb = validate::find_microbench_binary(a.microbench);
+    if (!fs::exists(mb)) throw InputError(cl, "--run-states", fmt::format("dptwin-microbench not found at '{}'", mb));
+    o.states_probe = mb;
   }
   if (!a.at_speed_of.empty()) {
     if (!a.predict_only)

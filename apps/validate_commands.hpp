@@ -44,6 +44,7 @@ struct ValidateArgs {
   std::string exec_binary;
   bool predict_only = false;
   bool drift_compensation = false;
+  bool run_states = false;     // --run-states: speed states read during the validation
   std::string microbench;      // dptwin-microbench for the speed probe ("" = next to dptwin)
   std::string at_speed_of;     // predict-only: at this profile's speed_reference and speed_states
   double case_timeout_s = 900;

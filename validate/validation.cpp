@@ -18,6 +18,7 @@
 #include "sim/output.hpp"
 #include "sim/simulate.hpp"
 #include "validate/metrics.hpp"
+#include "validate/profile_fit.hpp"
 #include "validate/trace_compare.hpp"
 
 namespace dptwin::validate {
@@ -88,6 +89,17 @@ ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pc
       }
   }
   if (steal_runs > 0) s.host_steal_pct = steal_sum / steal_runs;
+  std::vector<double> unc, unc_meas;
+  for (const auto* c : ok)
+    if (!c->speed.is_null() && c->predicted_uncompensated_step_s > 0) {
+      unc.push_back(c->predicted_uncompensated_step_s);
+      unc_meas.push_back(c->measured_step_s);
+    }
+  s.compensated = static_cast<int>(unc.size());
+  if (!unc.empty()) {
+    s.mape_uncompensated_pct = mape_pct(unc, unc_meas);
+    s.worst_uncompensated_pct = worst_pct(unc, unc_meas);
+  }
   RankAgreement r{s.concordant, s.discordant, s.ties};
   s.kendall_tau = r.tau();
   s.ranking_correct = s.discordant == 0;
@@ -137,6 +149,11 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
                     {"ranking_correct", s.ranking_correct},
                     {"host_steal_pct", s.host_steal_pct >= 0 ? json(s.host_steal_pct) : json(nullptr)},
                     {"ranking_tie_pct", tie_pct}};
+  if (s.compensated > 0) {
+    out["summary"]["compensated"] = s.compensated;
+    out["summary"]["mape_uncompensated_pct"] = s.mape_uncompensated_pct;
+    out["summary"]["worst_uncompensated_pct"] = s.worst_uncompensated_pct;
+  }
   return out;
 }
 
@@ -164,6 +181,10 @@ std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSumm
                    s.ties_unordered, s.ranking_correct ? "correct" : "WRONG");
   if (s.discordant_band_only != s.discordant)
     t += fmt::format("(with the tie band alone, rounds ignored: {} discordant)\n", s.discordant_band_only);
+  if (s.compensated > 0)
+    t += fmt::format("predicted at speeds probed during the validation ({} cases); the profile's own predictions: "
+                     "MAPE {:.1f}%  worst {:.1f}%\n",
+                     s.compensated, s.mape_uncompensated_pct, s.worst_uncompensated_pct);
   if (s.host_steal_pct >= 0)
     t += fmt::format("host: {:.1f}% of CPU time stolen by the hypervisor during the runs (mean over runs, /proc/stat)\n",
                      s.host_steal_pct);
@@ -340,42 +361,113 @@ void write_side_by_side(const ValidationMatrix& m, const ValidationOptions& o, c
   if (o.log) o.log(fmt::format("side-by-side trace of {} (measured step {}) written to {}", run.c.label(), step, o.trace_path));
 }
 
+// The speed probe's documents (their "speed" and "speed_readings"), from
+// `procs` processes run at once; empty when any of them failed.
+std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string& binary, int procs) {
+  std::vector<exec::ProcessSpec> specs;
+  std::vector<fs::path> paths;
+  for (int r = 0; r < procs; ++r) {
+    paths.push_back(fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r));
+    exec::ProcessSpec s;
+    s.argv = {binary, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", paths.back().string()};
+    s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, procs);
+    specs.push_back(std::move(s));
+  }
+  exec::GroupOutcome g = exec::run_process_group(specs, 60);
+  std::vector<json> docs;
+  for (const auto& path : paths) {
+    if (g.ok && fs::exists(path)) {
+      try {
+        std::ifstream f(path);
+        docs.push_back(json::parse(f));
+      } catch (const std::exception&) {
+      }
+    }
+    fs::remove(path);
+  }
+  if (docs.size() != paths.size()) docs.clear();
+  return docs;
+}
+
 // The speed probe now, run by probe_processes(ranks) processes at once, as the
 // case's ranks will keep the cores busy; the median over the processes of each
 // figure. Empty when off or when it fails: the
 // prediction is then uncompensated.
 sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o, int ranks) {
   if (o.speed_probe.empty()) return {};
-  std::vector<exec::ProcessSpec> specs;
-  std::vector<fs::path> paths;
-  const int procs = probe_processes(m, ranks);
-  for (int r = 0; r < procs; ++r) {
-    paths.push_back(fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r));
-    exec::ProcessSpec s;
-    s.argv = {o.speed_probe, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", paths.back().string()};
-    s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, procs);
-    specs.push_back(std::move(s));
-  }
-  exec::GroupOutcome g = exec::run_process_group(specs, 60);
   std::vector<double> mm, el, di, mh;
-  for (const auto& path : paths) {
-    if (g.ok && fs::exists(path)) {
-      try {
-        std::ifstream f(path);
-        const json sp = json::parse(f).at("speed");
-        mm.push_back(sp.at("matmul_s").get<double>());
-        el.push_back(sp.at("elementwise_s").get<double>());
-        di.push_back(sp.at("dispatch_s").get<double>());
-        if (sp.contains("matmul_bf16_s")) mh.push_back(sp.at("matmul_bf16_s").get<double>());
-      } catch (const std::exception&) {
-      }
+  const std::vector<json> docs = run_speed_probes(m, o.speed_probe, probe_processes(m, ranks));
+  try {
+    for (const auto& d : docs) {
+      const json& sp = d.at("speed");
+      mm.push_back(sp.at("matmul_s").get<double>());
+      el.push_back(sp.at("elementwise_s").get<double>());
+      di.push_back(sp.at("dispatch_s").get<double>());
+      if (sp.contains("matmul_bf16_s")) mh.push_back(sp.at("matmul_bf16_s").get<double>());
     }
-    fs::remove(path);
+  } catch (const std::exception&) {
+    mm.clear();
   }
   sim::SpeedProbe p;
-  if (mm.size() == paths.size()) p = {median(mm), median(el), median(di), mh.size() == mm.size() ? median(mh) : 0.0};
+  if (!mm.empty()) p = {median(mm), median(el), median(di), mh.size() == mm.size() ? median(mh) : 0.0};
   if (p.empty() && o.log) o.log("note: the speed probe failed; this prediction is not drift-compensated");
   return p;
+}
+
+// The most speed probes --run-states runs in one validation.
+constexpr int kStateProbes = 40;
+
+// One process's quick readings now (`--run-states`), appended to `pool` as
+// {"class", "s"}, the form of the compute suite's probe readings.
+void probe_states(const ValidationMatrix& m, const ValidationOptions& o, json& pool) {
+  const std::vector<json> docs = run_speed_probes(m, o.states_probe, 1);
+  if (docs.empty() || !docs.front().contains("speed_readings")) {
+    if (o.log) o.log("note: the speed probe failed before this run; its readings are missing from the run states");
+    return;
+  }
+  for (const auto& [cls, v] : docs.front().at("speed_readings").items())
+    for (const auto& x : v)
+      if (x.is_number()) pool.push_back({{"class", cls}, {"s", x}});
+}
+
+// Every case predicted again at the speed states of the validation's own probe
+// readings (`pool`) relative to the profile's speed_reference; classes with
+// too few readings keep the profile's states. Returns false (cases untouched)
+// when the profile has no reference or states, or the readings give none.
+bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o, const json& pool,
+                           std::vector<CaseOutcome>& out) {
+  if (out.empty()) return false;
+  const sim::DeviceProfile profile = point_for_case(m, out.front().c, o.profile).profile;
+  const sim::SpeedProbe& r = profile.speed_reference;
+  if (r.empty() || profile.speed_states.empty()) return false;
+  SpeedReference ref{{"matmul", r.matmul_s}, {"elementwise", r.elementwise_s}, {"dispatch", r.dispatch_s}};
+  if (r.matmul_bf16_s > 0) ref["matmul_bf16"] = r.matmul_bf16_s;
+  const int cores = profile.speed_states.cores > 0 ? profile.speed_states.cores
+                                                   : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
+  sim::SpeedStates states = speed_states(json{{"cores", cores}, {"probe_readings", pool}}, ref);
+  if (states.empty()) return false;
+  json summary = {{"states", "probed during the validation"}, {"readings", pool.size()}};
+  for (const char* cls : sim::SpeedStates::kClasses) {
+    std::vector<double>* q = states.of(cls);
+    const std::vector<double>* mine = profile.speed_states.of(cls);
+    if (q->empty()) *q = *mine;  // too few readings of this class: the profile's
+    summary[cls] = {{"mean", sim::expected_slowest(*q, 1)},
+                    {"slowest_of_2", sim::expected_slowest(*q, 2)},
+                    {"profile_mean", sim::expected_slowest(*mine, 1)}};
+  }
+  for (auto& c : out) {
+    if (c.status != "ok") continue;
+    predict(m, c.c, o.profile, c, r, false, states);
+    c.speed = summary;
+  }
+  if (o.log)
+    o.log(fmt::format("speed states during the runs ({} readings), mean / the profile's: matmul {:.2f} / {:.2f}, "
+                      "bf16 matmul {:.2f} / {:.2f}, elementwise {:.2f} / {:.2f}, dispatch {:.2f} / {:.2f}",
+                      pool.size(), summary["matmul"]["mean"].get<double>(), summary["matmul"]["profile_mean"].get<double>(),
+                      summary["matmul_bf16"]["mean"].get<double>(), summary["matmul_bf16"]["profile_mean"].get<double>(),
+                      summary["elementwise"]["mean"].get<double>(), summary["elementwise"]["profile_mean"].get<double>(),
+                      summary["dispatch"]["mean"].get<double>(), summary["dispatch"]["profile_mean"].get<double>()));
+  return true;
 }
 
 }  // namespace
@@ -416,6 +508,11 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
     if (out[i].status != "ok") log_case(i, "", out[i]);  // the simulator refused it: nothing to run
   std::vector<std::vector<CaseOutcome>> runs(n);
   int run_counter = 0;
+  // --run-states: the probes' quick readings, from at most kStateProbes probes
+  // spread evenly over the runs (a probe costs about 3 s, mostly LibTorch's start).
+  json state_readings = json::array();
+  const auto runnable = std::count_if(out.begin(), out.end(), [](const CaseOutcome& c) { return c.status == "ok"; });
+  const int states_stride = std::max(1, static_cast<int>(std::ceil(static_cast<double>(runnable * m.repeats) / kStateProbes)));
   for (int rep = 0; rep < m.repeats; ++rep) {
     const std::string round = m.repeats > 1 ? fmt::format("round {}/{} ", rep + 1, m.repeats) : "";
     for (size_t i = 0; i < n; ++i) {
@@ -430,6 +527,7 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       // Each run is predicted at the machine's speed measured just before it.
       CaseOutcome run = co;
       if (!o.speed_probe.empty()) predict(m, c, o.profile, run, probe_speed(m, o, c.ranks));
+      if (!o.states_probe.empty() && run_counter % states_stride == 0) probe_states(m, o, state_readings);
       // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
       const int port = m.netns.port + (run_counter++ % 500);
       const bool traced = !o.trace_path.empty() && static_cast<int>(i) == o.trace_case && rep == m.repeats - 1;
@@ -463,6 +561,9 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
         out[i].host_steal_rounds_pct.push_back(run.host_steal_pct);
       }
   }
+  if (!o.states_probe.empty() && !predict_at_run_states(m, o, state_readings, out) && o.log)
+    o.log("note: no speed states from the runs (profile without speed states, or the probes failed): "
+          "the predictions are the profile's own");
   return out;
 }
 

@@ -17,7 +17,10 @@
 //    summary: {cases, mape_pct, worst_pct, worst_case, kendall_tau, concordant,
 //    discordant, ties, ties_unordered, discordant_band_only, ranking_correct,
 //    ranking_tie_pct, host_steal_pct}}; per case also measured_rounds_s (each
-//    round's median), host_steal_pct and host_steal_rounds_pct.
+//    round's median), host_steal_pct and host_steal_rounds_pct; with drift
+//    compensation or run states, per case speed_ratio and
+//    predicted_uncompensated_step_s, and in the summary compensated,
+//    mape_uncompensated_pct, worst_uncompensated_pct.
 //
 // Thread-safety: run_validation forks processes; call from one thread.
 #pragma once
@@ -66,6 +69,10 @@ struct ValidationSummary {
   int discordant_band_only = 0;  // discordant pairs counting only the tie band (rounds ignored)
   bool ranking_correct = true;   // no discordant pair the measurement orders
   double host_steal_pct = -1;    // mean over the runs of the CPU time stolen (core/host_load.hpp); -1: unknown
+  // Cases predicted at speeds probed during the validation (drift compensation
+  // or --run-states): the same figures for their uncompensated predictions.
+  int compensated = 0;
+  double mape_uncompensated_pct = 0, worst_uncompensated_pct = 0;
 };
 
 // Significance at which the rounds of two cases must order them (below).
@@ -103,6 +110,16 @@ struct ValidationOptions {
   // predict_only): each prediction uses the profile at the speed measured then
   // (sim::DeviceProfile::at_speed). "" or a profile without speed_reference: off.
   std::string speed_probe;
+  // dptwin-microbench to run `--mode speed` on one process before the runs
+  // (`--run-states`; every run, or every k-th so that at most 40 probes run,
+  // spread over the whole validation): after the runs, their quick readings,
+  // relative to the profile's speed_reference, replace the profile's
+  // speed_states (quantiles, as the fit builds them from the compute suite's
+  // readings) and every case is predicted at them, i.e. at the mixture of the
+  // machine's fast and slow states during the validation instead of the one
+  // during the calibration. Probes are microbenchmarks: no step time feeds a
+  // prediction. Needs runs and a profile with speed states; not with speed_probe.
+  std::string states_probe;
   // predict_only: every prediction at this speed instead (the speed_reference
   // and, where both profiles have them, the speed_states of another profile,
   // `--at-speed-of`): two calibrations compared at one state of the machine.

@@ -154,12 +154,17 @@ class SpeedProbe {
   double quick(const std::string& cls) { return read(cls, 3); }
   // Every class: the median of 7 quick readings taken round-robin, the same
   // statistic as the fit's reference (the median of the suite's quick readings).
-  json full() {
+  // `readings` (when given) gets every quick reading by class: samples of the
+  // machine's speed states, as the compute suite's readings next to its cases.
+  json full(json* readings = nullptr) {
     std::map<std::string, std::vector<double>> xs;
     for (int r = 0; r < 7; ++r)
       for (const char* c : kClasses) xs[c].push_back(quick(c));
     json j;
-    for (auto& [c, v] : xs) j[c + "_s"] = median(v);
+    for (auto& [c, v] : xs) {
+      if (readings) (*readings)[c] = v;
+      j[c + "_s"] = median(v);
+    }
     return j;
   }
 
@@ -167,7 +172,7 @@ class SpeedProbe {
   torch::Tensor A_, B_, Ah_, Bh_, x_, y_, t1_;
 };
 
-json speed_probe() { return SpeedProbe().full(); }
+json speed_probe(json* readings = nullptr) { return SpeedProbe().full(readings); }
 
 // Cases that take less than this per call are priced by the dispatch probe
 // (their time is the framework's per-op overhead, not arithmetic or memory).
@@ -1025,7 +1030,9 @@ int main(int argc, char** argv) {
       doc["ranks"] = 1;
       bench_compute(a, doc);
     } else if (a.mode == "speed") {
-      doc["speed"] = speed_probe();
+      json readings;
+      doc["speed"] = speed_probe(&readings);
+      doc["speed_readings"] = readings;
     } else {  // comm, sync
       RankCtx c;
       if (a.backend == "mpi") {

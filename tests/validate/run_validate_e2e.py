@@ -175,9 +175,34 @@ with tempfile.TemporaryDirectory() as tmp:
                       and all(abs(a["predicted_uncompensated_step_s"] - b["predicted_step_s"]) <= 1e-9 * b["predicted_step_s"]
                               for a, b in zip(v_at["cases"], v_off["cases"])),
                       "--at-speed-of: speed ratios against the other profile's reference, uncompensated = plain prediction")
+            # --run-states: one process probes the speed before every run; every case is then
+            # predicted at the spread of speeds read during the validation.
+            single = os.path.join(tmp, "single.yaml")
+            with open(single, "w") as f:
+                f.write("name: e2e-single\nsteps: 6\nwarmup_steps: 2\nrepeats: 2\n"
+                        "grids:\n  - {model: tiny, strategy: single, ranks: 1, micro_batch: 4}\n")
+            rs = os.path.join(tmp, "rs")
+            r = subprocess.run([cli, "validate", single, "--profile", two, "--exec", exec_bin, "--microbench", microbench,
+                                "--run-states", "--out", rs], capture_output=True, text=True, timeout=300)
+            check(r.returncode == 0 and "speed states during the runs" in r.stderr
+                  and "the profile's own predictions" in r.stdout,
+                  "--run-states validates" + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+            if r.returncode == 0:
+                v_rs = json.load(open(os.path.join(rs, "validation.json")))
+                c = v_rs["cases"][0]
+                sp = c.get("speed_ratio") or {}
+                check(sp.get("readings") == 2 * 7 * 4 and all(0 < sp[k]["mean"] < 10 for k in ("matmul", "dispatch"))
+                      and c["predicted_uncompensated_step_s"] > 0 and v_rs["summary"]["compensated"] == 1,
+                      "--run-states: two probes' readings, states and the profile's own prediction recorded (%s)" % sp)
             nospeed = os.path.join(tmp, "nospeed.yaml")
             with open(nospeed, "w") as f:
                 f.write("name: n\ndevice: {launch_overhead: 5 us}\n")
+            for extra, why in ((["--profile", prof, "--run-states", "--predict-only"], "drop --predict-only"),
+                               (["--profile", prof, "--run-states", "--drift-compensation"], "not both"),
+                               (["--profile", nospeed, "--run-states"], "no speed_reference")):
+                rb = subprocess.run([cli, "validate", single] + extra, capture_output=True, text=True, timeout=60)
+                check(rb.returncode != 0 and "--run-states" in rb.stderr and why in rb.stderr,
+                      "validate %s is refused naming the option: %s" % (" ".join(extra), rb.stderr.strip()[-200:]))
             for extra, why in ((["--at-speed-of", two], "applies to --predict-only"),
                                (["--predict-only", "--at-speed-of", os.path.join(tmp, "missing.yaml")], "not found"),
                                (["--predict-only", "--at-speed-of", nospeed], "no speed_reference")):

@@ -361,3 +361,80 @@ TEST_CASE("--at-speed-of: another profile's speed reference and speed states, on
   CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
   std::filesystem::remove(path);
 }
+
+namespace {
+// An executable shell script at `path` (for stand-ins of dptwin-exec and dptwin-microbench).
+void write_script(const std::filesystem::path& path, const std::string& body) {
+  {
+    std::ofstream f(path);
+    f << "#!/bin/sh\n" << body;
+  }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+}
+}  // namespace
+
+TEST_CASE("--run-states: every case predicted at the speed states probed before its runs") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dptwin-run-states";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  sim::DeviceProfile p = sample_profile();
+  p.speed_reference = {1e-3, 2e-4, 3e-6, 5e-4};
+  p.speed_states.cores = 2;
+  for (const char* cls : sim::SpeedStates::kClasses) *p.speed_states.of(cls) = {1.0, 1.0};
+  const fs::path profile = dir / "p.yaml";
+  {
+    std::ofstream f(profile);
+    f << profile_yaml(p, "t", "test", "gloo");
+  }
+  // dptwin-exec stand-in: a result of 20 ms steps at --out. Microbench stand-in:
+  // every quick reading at 2x and 3x (alternating) the profile's reference, i.e. mean state 2.5.
+  write_script(dir / "exec", "while [ $# -gt 1 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+                             "echo '{\"summary\": {\"step_time_s\": {\"median\": 0.02}}}' > \"$out\"\n");
+  write_script(dir / "mb",
+               "while [ $# -gt 1 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+               "echo '{\"speed\": {\"matmul_s\": 2.5e-3, \"matmul_bf16_s\": 1.25e-3, \"elementwise_s\": 5e-4, "
+               "\"dispatch_s\": 7.5e-6}, \"speed_readings\": {\"matmul\": [2e-3, 3e-3, 2e-3, 3e-3], "
+               "\"matmul_bf16\": [1e-3, 1.5e-3, 1e-3, 1.5e-3], \"elementwise\": [4e-4, 6e-4, 4e-4, 6e-4], "
+               "\"dispatch\": [6e-6, 9e-6, 6e-6, 9e-6]}}' > \"$out\"\n");
+  ValidationMatrix m;
+  m.repeats = 2;
+  m.cases = {ValidationCase{"tiny", "single", 1, "fp32", 4, 0}, ValidationCase{"tiny", "dps", 2, "fp32", 4, 0}};
+  ValidationOptions o;
+  o.profile = profile.string();
+  o.out_dir = (dir / "out").string();
+  o.exec_binary = (dir / "exec").string();
+  const std::vector<CaseOutcome> plain = run_validation(m, o);
+  REQUIRE(plain.size() == 2);
+  CHECK(plain[0].measured_step_s == doctest::Approx(0.02));
+  CHECK(plain[0].speed.is_null());
+  o.states_probe = (dir / "mb").string();
+  const std::vector<CaseOutcome> at = run_validation(m, o);
+  REQUIRE(at.size() == 2);
+  for (size_t i = 0; i < 2; ++i) {
+    INFO(at[i].c.label());
+    REQUIRE(at[i].status == "ok");
+    // 4 probes (2 cases x 2 rounds) x 4 readings of each of 4 classes.
+    CHECK(at[i].speed.at("readings").get<int>() == 64);
+    CHECK(at[i].speed.at("matmul").at("mean").get<double>() == doctest::Approx(2.5));
+    CHECK(at[i].speed.at("matmul").at("profile_mean").get<double>() == doctest::Approx(1.0));
+    CHECK(at[i].predicted_uncompensated_step_s == doctest::Approx(plain[i].predicted_step_s));
+  }
+  // One rank runs at the mean state: every compute figure 2.5x slower.
+  CHECK(at[0].predicted_step_s == doctest::Approx(2.5 * plain[0].predicted_step_s).epsilon(0.02));
+  // Two ranks wait for the slower of two draws (about 2.75 here: the quantiles interpolate between
+  // the 2x and 3x readings): slower still, comm unchanged.
+  CHECK(at[1].speed.at("matmul").at("slowest_of_2").get<double>() == doctest::Approx(2.75).epsilon(1e-3));
+  CHECK(at[1].predicted_step_s > 2.5 * plain[1].predicted_breakdown.at("compute_s").get<double>());
+  const ValidationSummary s = summarize(at, 3.0);
+  CHECK(s.compensated == 2);
+  CHECK(s.mape_uncompensated_pct == doctest::Approx(summarize(plain, 3.0).mape_pct));
+  CHECK(to_table(at, s).find("the profile's own predictions") != std::string::npos);
+  CHECK(to_json("m", "p", at, s, 3.0).at("summary").at("compensated").get<int>() == 2);
+  // A probe that writes no readings leaves the predictions the profile's own.
+  write_script(dir / "mb", "exit 3\n");
+  const std::vector<CaseOutcome> failed = run_validation(m, o);
+  CHECK(failed[0].speed.is_null());
+  CHECK(failed[0].predicted_step_s == doctest::Approx(plain[0].predicted_step_s));
+  fs::remove_all(dir);
+}
