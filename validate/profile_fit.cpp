@@ -676,14 +676,17 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   for (const auto& [n, b] : skeleton_burst)
     if (n * threads <= cores) per_core = n;
   for (auto& [n, f] : sharing) {
-    diag["host_sharing_probe"][std::to_string(n)] = f;
+    const std::string key = std::to_string(n);
+    diag["host_sharing_probe"][key] = f;
     f = slices(n);
     if (f <= 1.0) continue;
-    if (auto it = skeleton_sharing.find(n); it != skeleton_sharing.end() && it->second.second > 0) {
-      const double measured = it->second.second * slices(it->second.first);
-      diag["host_sharing_skeleton"][std::to_string(n)] = measured;
-      diag["host_sharing_source"][std::to_string(n)] = "pairs in one run";
+    auto take = [&](double measured, const char* source) {
+      diag["host_sharing_skeleton"][key] = measured;
+      diag["host_sharing_source"][key] = source;
       f = std::clamp(measured, 1.0, 2.0 * slices(n));
+    };
+    if (auto it = skeleton_sharing.find(n); it != skeleton_sharing.end() && it->second.second > 0) {
+      take(it->second.second * slices(it->second.first), "pairs in one run");
       continue;
     }
     if (per_core == 0 || !skeleton_burst.count(n)) continue;
@@ -692,10 +695,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
       auto r = ref.find(it->first);
       if (r == ref.end() || r->second <= 0) continue;
-      const double measured = it->second / r->second * slices(per_core);
-      diag["host_sharing_skeleton"][std::to_string(n)] = measured;
-      diag["host_sharing_source"][std::to_string(n)] = "two runs";
-      f = std::clamp(measured, 1.0, 2.0 * slices(n));
+      take(it->second / r->second * slices(per_core), "two runs");
       break;
     }
   }

@@ -103,10 +103,15 @@ torch::ScalarType dtype_of(const std::string& d) { return d == "bf16" ? torch::k
 int esize(const std::string& d) { return d == "bf16" ? 2 : 4; }
 
 // Operands as a training step sees them: a pool of independent copies whose
-// footprint exceeds the last-level cache (kPoolBytes), used round-robin, and a
-// ring of live outputs, so every call reads cold operands and writes fresh
-// memory (a warm loop on one pair of tensors runs 2-3x faster than the same op
-// inside a model).
+// footprint exceeds the last-level cache (kPoolBytes), used round-robin, each
+// with its own preallocated output (an out= variant), so every call reads cold
+// operands and writes memory that is mapped but not in cache (a warm loop on
+// one pair of tensors runs 2-3x faster than the same op inside a model).
+// Outputs are not allocated per call: a training step's allocations reuse the
+// heap (small single fp32 here: 8 minor page faults a step), while a ring of
+// freshly allocated live outputs page-faulted on every call and read a GEMM
+// 512x768x768 at 56 instead of 100 GFLOP/s on an AMD EPYC (Zen 5) VM, which
+// put every prediction there 30-120% high (vd19).
 constexpr double kPoolBytes = 64.0 * 1024 * 1024;
 int pool_size(double bytes_per_call) { return std::clamp(static_cast<int>(kPoolBytes / std::max(bytes_per_call, 1.0)), 1, 64); }
 
@@ -199,17 +204,6 @@ void bench_compute(const Args& a, json& doc) {
     t["probe"] = {{"class", by_dispatch ? "dispatch" : cls}, {"s", by_dispatch ? 0.5 * (d0 + d1) : 0.5 * (c0 + c1)}};
     return t;
   };
-  // Times fn(slot) over round-robin slots, keeping the last `k` outputs alive.
-  auto pooled = [&](const std::string& cls, int k, const std::function<torch::Tensor(int)>& fn) {
-    return probed(cls, [&] {
-      std::vector<torch::Tensor> ring(k);
-      int i = 0;
-      return time_local(a, [&] {
-        const int slot = i++ % k;
-        ring[slot] = fn(slot);
-      });
-    });
-  };
   // Times fn(slot) writing into slot's preallocated output (an out= variant).
   auto pooled_out = [&](const std::string& cls, int k, const std::function<void(int)>& fn) {
     return probed(cls, [&] {
@@ -232,19 +226,23 @@ void bench_compute(const Args& a, json& doc) {
       if (flops > 4e10) continue;  // keep each case well under a second on one core
       const double bytes = static_cast<double>(m * k + k * n + m * n) * esize(dt);
       const int np = pool_size(bytes);
-      std::vector<torch::Tensor> A, B, G;
+      std::vector<torch::Tensor> A, B, G, dA, dB;
       for (int i = 0; i < np; ++i) {
         A.push_back(torch::randn({m, k}).to(dtype_of(dt)));
         B.push_back(torch::randn({k, n}).to(dtype_of(dt)));
         G.push_back(torch::randn({m, n}).to(dtype_of(dt)));
+        dA.push_back(torch::zeros({m, k}).to(dtype_of(dt)));
+        dB.push_back(torch::zeros({k, n}).to(dtype_of(dt)));
       }
+      std::vector<torch::Tensor> C;  // the forward's outputs (G stays an input)
+      for (int i = 0; i < np; ++i) C.push_back(torch::zeros({m, n}).to(dtype_of(dt)));
       add({{"op", "matmul"}, {"form", "nn"}, {"dtype", dt}, {"shape", {m, k, n}}, {"flops", flops}, {"bytes", bytes}},
-          pooled(mm_class, np, [&](int i) { return torch::matmul(A[i], B[i]); }));
+          pooled_out(mm_class, np, [&](int i) { at::matmul_out(C[i], A[i], B[i]); }));
       // backward forms: dA = G B^T (m x n)(n x k), dB = A^T G (k x m)(m x n)
       add({{"op", "matmul"}, {"form", "nt"}, {"dtype", dt}, {"shape", {m, n, k}}, {"flops", flops}, {"bytes", bytes}},
-          pooled(mm_class, np, [&](int i) { return torch::matmul(G[i], B[i].t()); }));
+          pooled_out(mm_class, np, [&](int i) { at::matmul_out(dA[i], G[i], B[i].t()); }));
       add({{"op", "matmul"}, {"form", "tn"}, {"dtype", dt}, {"shape", {k, m, n}}, {"flops", flops}, {"bytes", bytes}},
-          pooled(mm_class, np, [&](int i) { return torch::matmul(A[i].t(), G[i]); }));
+          pooled_out(mm_class, np, [&](int i) { at::matmul_out(dB[i], A[i].t(), G[i]); }));
     }
     // Attention as GPT-2 computes it: q, k, v are (B, T, H, D) views transposed
     // to (B, H, T, D); scores q @ k^T and outputs p @ v through torch::matmul on
@@ -257,17 +255,19 @@ void bench_compute(const Args& a, json& doc) {
       const double flops = 2.0 * b * h * t * t * d;
       const double bytes = static_cast<double>(2 * b * h * t * d + b * h * t * t) * esize(dt);
       const int np = pool_size(bytes);
-      std::vector<torch::Tensor> Q, K, P, V;
+      std::vector<torch::Tensor> Q, K, P, V, S, O;
       for (int i = 0; i < np; ++i) {
         Q.push_back(torch::randn({b, t, h, d}).to(dtype_of(dt)).transpose(1, 2));
         K.push_back(torch::randn({b, t, h, d}).to(dtype_of(dt)).transpose(1, 2));
         V.push_back(torch::randn({b, t, h, d}).to(dtype_of(dt)).transpose(1, 2));
         P.push_back(torch::randn({b, h, t, t}).to(dtype_of(dt)));
+        S.push_back(torch::zeros({b, h, t, t}).to(dtype_of(dt)));
+        O.push_back(torch::zeros({b, h, t, d}).to(dtype_of(dt)));
       }
       add({{"op", "batched_matmul"}, {"form", "qk"}, {"dtype", dt}, {"shape", {b * h, t, d}}, {"flops", flops}, {"bytes", bytes}},
-          pooled(mm_class, np, [&](int i) { return torch::matmul(Q[i], K[i].transpose(-2, -1)); }));
+          pooled_out(mm_class, np, [&](int i) { at::matmul_out(S[i], Q[i], K[i].transpose(-2, -1)); }));
       add({{"op", "batched_matmul"}, {"form", "pv"}, {"dtype", dt}, {"shape", {b * h, t, d}}, {"flops", flops}, {"bytes", bytes}},
-          pooled(mm_class, np, [&](int i) { return torch::matmul(P[i], V[i]); }));
+          pooled_out(mm_class, np, [&](int i) { at::matmul_out(O[i], P[i], V[i]); }));
     }
     // Memory-bound ops by size (elements); bytes = elements read + written.
     const std::vector<int64_t> sizes = a.quick ? std::vector<int64_t>{1 << 12, 1 << 18}
@@ -276,18 +276,19 @@ void bench_compute(const Args& a, json& doc) {
       const double e = esize(dt);
       const int np = pool_size(3.0 * n * e);
       const int64_t c = n >= 4096 ? 256 : 64;
-      std::vector<torch::Tensor> X, Y;
+      std::vector<torch::Tensor> X, Y, Out, Mean, Rstd;
       for (int i = 0; i < np; ++i) {
         X.push_back(torch::randn({n / c, c}).to(dtype_of(dt)));
         Y.push_back(torch::randn({n / c, c}).to(dtype_of(dt)));
+        Out.push_back(torch::zeros({n / c, c}).to(dtype_of(dt)));
+        Mean.push_back(torch::zeros({n / c, 1}).to(dtype_of(dt)));
+        Rstd.push_back(torch::zeros({n / c, 1}).to(dtype_of(dt)));
       }
       add({{"op", "elementwise"}, {"form", "add"}, {"dtype", dt}, {"elements", n}, {"bytes", 3.0 * n * e}},
-          pooled("elementwise", np, [&](int i) { return X[i] + Y[i]; }));
+          pooled_out("elementwise", np, [&](int i) { at::add_out(Out[i], X[i], Y[i]); }));
       add({{"op", "elementwise"}, {"form", "mul_scalar"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
-          pooled("elementwise", np, [&](int i) { return X[i] * 0.5; }));
+          pooled_out("elementwise", np, [&](int i) { at::mul_out(Out[i], X[i], 0.5); }));
       // The fused tanh-GELU forward and backward (compute bound: priced by FLOPs, not bytes).
-      std::vector<torch::Tensor> Out(np);
-      for (auto& o : Out) o = torch::empty({n / c, c}).to(dtype_of(dt));
       add({{"op", "activation"}, {"form", "gelu_tanh"}, {"pass", "forward"}, {"dtype", dt}, {"elements", n},
            {"flops", dptwin::models::kGeluFlopsPerElementForward * n}},
           pooled_out("elementwise", np, [&](int i) { at::gelu_out(Out[i], X[i], "tanh"); }));
@@ -295,9 +296,11 @@ void bench_compute(const Args& a, json& doc) {
            {"flops", dptwin::models::kGeluFlopsPerElementBackward * n}},
           pooled_out("elementwise", np, [&](int i) { at::gelu_backward_out(Out[i], Y[i], X[i], "tanh"); }));
       add({{"op", "layernorm"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
-          pooled("elementwise", np, [&](int i) { return torch::layer_norm(X[i], {c}); }));
+          pooled_out("elementwise", np, [&](int i) {
+            at::native_layer_norm_out(Out[i], Mean[i], Rstd[i], X[i], {c}, {}, {}, 1e-5);
+          }));
       add({{"op", "softmax"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
-          pooled("elementwise", np, [&](int i) { return torch::softmax(X[i], -1); }));
+          pooled_out("elementwise", np, [&](int i) { at::_softmax_out(Out[i], X[i], -1, false); }));
     }
   }
   // Per-op dispatch: an in-place add on a one-element tensor (no autograd), and
