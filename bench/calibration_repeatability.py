@@ -5,15 +5,22 @@ predictions within 5% of each other on the default matrix.
 Not part of `meson test` (about 5 minutes on 2 cores):
   bench/calibration_repeatability.py DPTWIN OUT_DIR [calibrate options...]
 (DPTWIN: a binary with the calibrate/validate subcommands, e.g. build/apps/dptwin;
-calibrate options such as --passes 3 are passed through.)
+calibrate options such as --passes 3 are passed through; `--reuse` as the
+first of them compares OUT_DIR/profile-1.yaml and profile-2.yaml as they are.)
 
 Prints, per case, the predictions of both profiles twice: as they are (each at
 the machine state its calibration found) and with the second profile brought
 to the first one's state (`validate --predict-only --at-speed-of`: its speed
 reference and its spread of speeds, `speed_states`), which removes the host's
 change between the two calibrations and leaves the calibration's own spread;
-and each calibration's host steal. Exits 1 when the at-one-state comparison
-differs by more than 5% somewhere.
+and each calibration's host steal. Then, which figures of the calibration
+moved: the second profile as calibrated with one part of it taken from the
+first profile, for every part, with the largest difference left; the parts
+that close most of the gap are the calibration's unstable figures. A part is
+a group of `device:` keys that only mean something together (a peak and the
+efficiency tables relative to it; the speed reference and states), another
+`device:` key, or one `network:` table. Exits 1 when the at-one-state
+comparison differs by more than 5% somewhere.
 """
 import json
 import os
@@ -24,8 +31,10 @@ dptwin, out = sys.argv[1], sys.argv[2]
 extra = sys.argv[3:]
 os.makedirs(out, exist_ok=True)
 prof = [os.path.join(out, "profile-%d.yaml" % i) for i in (1, 2)]
+reuse = extra[:1] == ["--reuse"]
 for p in prof:
-    subprocess.run([dptwin, "calibrate", "--out", p] + extra, check=True, stdout=subprocess.DEVNULL)
+    if not reuse:
+        subprocess.run([dptwin, "calibrate", "--out", p] + extra, check=True, stdout=subprocess.DEVNULL)
 
 
 def predict(name, args):
@@ -62,4 +71,62 @@ for a, b, c in zip(first, second, second_at_first):
 n = len(first)
 print("as calibrated: largest difference %.1f%%, %d/%d cases within 5%%" % (worst_abs, within_abs, n))
 print("at one state:  largest difference %.1f%%, %d/%d cases within 5%%" % (worst_at, within_at, n))
+
+
+def parts(path):
+    """The profile YAML (profile_yaml's layout) as {part: lines}: every `device:` key
+    with its indented lines, every `network:` table by collective, link kind and ranks;
+    "" holds the lines before and between them, kept in place."""
+    out, order, section, key = {}, [], None, None
+    for line in open(path).read().splitlines(keepends=True):
+        if not line.startswith(" "):
+            section, key = line.split(":")[0], None
+            key = "head:" + line
+        elif section == "device" and line.startswith("  ") and not line.startswith("   "):
+            key = "device." + line.strip().split(":")[0]
+        elif section == "network" and line.startswith("    - collective:"):
+            key = "network.%s" % line.split(":", 1)[1].strip()
+        elif section == "network" and key and key.startswith("network.") and line.strip().split(":")[0] in ("link_kind", "ranks"):
+            old = key
+            key = "%s %s" % (key, line.strip().replace(": ", "="))
+            out[key] = out.pop(old)
+            order[order.index(old)] = key
+        elif section == "network" and line.startswith("  ") and not line.startswith("   "):
+            key = "head:" + line
+        if key not in out:
+            out[key] = []
+            order.append(key)
+        out[key].append(line)
+    return out, order
+
+
+mine, order = parts(prof[1])
+theirs, _ = parts(prof[0])
+# Keys whose figures are relative to one another (profile_fit: tables against their peak).
+groups = {
+    "fp32 compute (fp32_peak, matmul, batched_matmul, activation*)":
+        ["fp32_peak", "matmul", "batched_matmul", "activation", "activation_backward", "activation_half",
+         "activation_half_backward"],
+    "bf16 compute (bf16_peak, matmul_half, batched_matmul_half, matmul_o1)":
+        ["bf16_peak", "matmul_half", "batched_matmul_half", "matmul_o1"],
+    "memory (memory_bandwidth, memory, memory_half)": ["memory_bandwidth", "memory", "memory_half"],
+    "speed (speed_reference, speed_states)": ["speed_reference", "speed_states"],
+}
+grouped = {"device." + k for keys in groups.values() for k in keys}
+swaps = [(name, ["device." + k for k in keys]) for name, keys in groups.items()]
+swaps += [(k, [k]) for k in order if k.startswith(("device.", "network.")) and k not in grouped]
+rows = []
+for name, keys in swaps:
+    keys = [k for k in keys if k in mine and k in theirs and mine[k] != theirs[k]]
+    if not keys:
+        continue
+    path = os.path.join(out, "swap.yaml")
+    with open(path, "w") as f:
+        f.write("".join("".join(theirs[x] if x in keys else mine[x]) for x in order))
+    swapped = predict("predict-swap", ["--profile", path])
+    worst = max(spread(c["predicted_step_s"], a["predicted_step_s"]) for a, c in zip(first, swapped))
+    rows.append((worst, name))
+print("\nprofile 2 as calibrated with one part of profile 1 (largest difference left; %.1f%% with none):" % worst_abs)
+for worst, k in sorted(rows):
+    print("  %6.1f%%  %s" % (worst, k))
 sys.exit(0 if worst_at <= 5.0 else 1)
