@@ -54,8 +54,8 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"--predict-only", "do not run: print the predictions only", &ValidateArgs::predict_only},
       {"--drift-compensation", "run a speed probe before each run and predict it at the speed measured then",
        &ValidateArgs::drift_compensation},
-      {"--run-states", "probe the machine's speed before each run and predict every case at the spread of speeds "
-                       "read during the validation (instead of during the calibration)", &ValidateArgs::run_states},
+      {"--run-states", "probe the machine's speed before runs spread over the validation (at most 40 probes) and "
+                       "predict every case at the spread of speeds read then (instead of during the calibration)", &ValidateArgs::run_states},
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
       {"--at-speed-of", "with --predict-only: predict at the machine speed another profile was measured at "
                         "and spread of speeds (compares two calibrations at one state of the machine)", &ValidateArgs::at_speed_of},
@@ -159,6 +159,8 @@ int run_validate(const ValidateArgs& a) {
   o.out_dir = a.out_dir;
   o.exec_binary = a.exec_binary;
   o.predict_only = a.predict_only;
+  if (a.run_states && a.drift_compensation)
+    throw InputError({"command line", 0, 0}, "--run-states", "choose --run-states or --drift-compensation, not both");
   if (a.drift_compensation && !a.profile.empty()) {
     const std::string mb = validate::find_microbench_binary(a.microbench);
     if (fs::exists(mb)) o.speed_probe = mb;
@@ -167,7 +169,6 @@ int run_validate(const ValidateArgs& a) {
   if (a.run_states) {
     const SourceLocation cl{"command line", 0, 0};
     if (a.predict_only) throw InputError(cl, "--run-states", "--run-states reads the machine during the runs; drop --predict-only");
-    if (a.drift_compensation) throw InputError(cl, "--run-states", "choose --run-states or --drift-compensation, not both");
     if (a.profile.empty()) throw InputError(cl, "--run-states", "--run-states needs --profile");
     sim::DeviceProfile p;
     try {
