@@ -93,6 +93,18 @@ void raise_priority(int nice) {
                              std::strerror(errno), now);
 }
 
+// A profile file's figures (on the datasheet defaults), for checks before any
+// run; errors name the file and say which argument it came from (`what`).
+sim::DeviceProfile read_profile(const std::string& path, const char* what) {
+  sim::DeviceProfile p;
+  try {
+    sim::apply_profile_document(load_yaml_file(path), p);
+  } catch (const InputError& e) {
+    throw e.with_context(fmt::format("while reading {} '{}'", what, path));
+  }
+  return p;
+}
+
 }  // namespace
 
 int run_calibrate(const CalibrateArgs& a) {
@@ -170,12 +182,7 @@ int run_validate(const ValidateArgs& a) {
     const SourceLocation cl{"command line", 0, 0};
     if (a.predict_only) throw InputError(cl, "--run-states", "--run-states reads the machine during the runs; drop --predict-only");
     if (a.profile.empty()) throw InputError(cl, "--run-states", "--run-states needs --profile");
-    sim::DeviceProfile p;
-    try {
-      sim::apply_profile_document(load_yaml_file(a.profile), p);
-    } catch (const InputError& e) {
-      throw e.with_context(fmt::format("while reading profile '{}'", a.profile));
-    }
+    const sim::DeviceProfile p = read_profile(a.profile, "profile");
     if (p.speed_reference.empty() || p.speed_states.empty())
       throw InputError(cl, "--run-states",
                        fmt::format("profile '{}' records no speed_reference and speed_states (calibrate again)", a.profile));
@@ -189,12 +196,7 @@ int run_validate(const ValidateArgs& a) {
     if (a.profile.empty()) throw InputError({"command line", 0, 0}, "--at-speed-of", "--at-speed-of needs --profile");
     if (!fs::exists(a.at_speed_of))
       throw InputError({"command line", 0, 0}, "--at-speed-of", fmt::format("profile '{}' not found", a.at_speed_of));
-    sim::DeviceProfile other;
-    try {
-      sim::apply_profile_document(load_yaml_file(a.at_speed_of), other);
-    } catch (const InputError& e) {
-      throw e.with_context(fmt::format("while reading --at-speed-of profile '{}'", a.at_speed_of));
-    }
+    const sim::DeviceProfile other = read_profile(a.at_speed_of, "--at-speed-of profile");
     if (other.speed_reference.empty())
       throw InputError({"command line", 0, 0}, "--at-speed-of",
                        fmt::format("profile '{}' records no speed_reference", a.at_speed_of));

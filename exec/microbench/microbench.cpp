@@ -233,16 +233,15 @@ void bench_compute(const Args& a, json& doc) {
       if (flops > 4e10) continue;  // keep each case well under a second on one core
       const double bytes = static_cast<double>(m * k + k * n + m * n) * esize(dt);
       const int np = pool_size(bytes);
-      std::vector<torch::Tensor> A, B, G, dA, dB;
+      std::vector<torch::Tensor> A, B, G, C, dA, dB;  // inputs A, B, G; outputs C (forward), dA, dB
       for (int i = 0; i < np; ++i) {
         A.push_back(torch::randn({m, k}).to(dtype_of(dt)));
         B.push_back(torch::randn({k, n}).to(dtype_of(dt)));
         G.push_back(torch::randn({m, n}).to(dtype_of(dt)));
+        C.push_back(torch::zeros({m, n}).to(dtype_of(dt)));
         dA.push_back(torch::zeros({m, k}).to(dtype_of(dt)));
         dB.push_back(torch::zeros({k, n}).to(dtype_of(dt)));
       }
-      std::vector<torch::Tensor> C;  // the forward's outputs (G stays an input)
-      for (int i = 0; i < np; ++i) C.push_back(torch::zeros({m, n}).to(dtype_of(dt)));
       add({{"op", "matmul"}, {"form", "nn"}, {"dtype", dt}, {"shape", {m, k, n}}, {"flops", flops}, {"bytes", bytes}},
           pooled_out(mm_class, np, [&](int i) { at::matmul_out(C[i], A[i], B[i]); }));
       // backward forms: dA = G B^T (m x n)(n x k), dB = A^T G (k x m)(m x n)
