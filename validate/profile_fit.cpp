@@ -579,6 +579,11 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       diag["background_loop_probe"][std::to_string(n)] = num(h, "slowdown");
       loop_by_ranks[n] = std::clamp(num(h, "slowdown"), 0.0, 10.0);
       diag["negotiation_probe_s"][std::to_string(n)] = num(h, "negotiation_s");
+      // The negotiation while the ranks compute (diagnostic; see validate/README,
+      // known gap 6): its median and trimmed mean.
+      if (h.contains("negotiation_busy_mean_s"))
+        diag["negotiation_busy_probe_s"][std::to_string(n)] = {{"median", num(h, "negotiation_busy_s")},
+                                                               {"trimmed_mean", num(h, "negotiation_busy_mean_s")}};
     }
     if (doc.contains("sync") && n > 1) {
       // The step-skeleton probe (exec/microbench: bench_sync), two burst lengths.

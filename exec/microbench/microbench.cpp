@@ -496,6 +496,18 @@ class RoundSamples {
     return v;
   }
   double median_of(const std::vector<bool>& use) const { return median(pooled(use)); }
+  // The mean of the pooled samples without the lowest and highest `trim` share
+  // of them: the expected cost of a figure with a long tail, which a median
+  // leaves out, without the rare outlier a plain mean would take in.
+  double trimmed_mean_of(const std::vector<bool>& use, double trim) const {
+    std::vector<double> v = pooled(use);
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const auto cut = static_cast<size_t>(trim * static_cast<double>(v.size()));
+    double sum = 0;
+    for (size_t i = cut; i < v.size() - cut; ++i) sum += v[i];
+    return sum / static_cast<double>(v.size() - 2 * cut);
+  }
   const std::vector<std::vector<double>>& rounds() const { return by_round_; }
 
  private:
@@ -705,6 +717,7 @@ class HorovodLoopProbe {
       const double alone = allmax(c, seconds_since(t));
       // The loop stops by agreement (a flag in the allreduce), like Horovod's.
       std::atomic<bool> stop{false};
+      std::vector<double> busy;  // the loop's allreduces that ended while this rank computed
       std::thread loop([&] {
         auto f = torch::zeros({kFlags + 1}, torch::kInt);
         auto next = Clock::now();
@@ -713,7 +726,9 @@ class HorovodLoopProbe {
           std::this_thread::sleep_until(std::max(next, Clock::now()));
           f.zero_();
           f[kFlags] = stop.load() ? 1 : 0;
+          const auto t0 = Clock::now();
           loop_comm_->allreduce(f, dptwin::exec::ReduceOp::Max)->wait(kTimeout);
+          if (!stop.load()) busy.push_back(seconds_since(t0));
           ++ticks_;
           if (f[kFlags].item<int>() == 1) return;
         }
@@ -724,6 +739,7 @@ class HorovodLoopProbe {
       const double with = allmax(c, seconds_since(t));
       stop.store(true);
       loop.join();
+      for (double x : busy) neg_busy_.add(r, x);
       alone_.add(r, alone);
       with_.add(r, with);
       ratios_.add(r, with / alone);
@@ -732,23 +748,35 @@ class HorovodLoopProbe {
 
   void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
     const double ratio = ratios_.median_of(use), neg = neg_.median_of(use);
+    // The negotiation while the ranks compute: mostly as fast as alone, but a
+    // loop thread that wakes on a core busy with compute can wait for the
+    // computing thread's time slice (up to a scheduler tick: 4 ms at HZ=250),
+    // so its mean is 2-3x its median on few cores; a step pays the mean.
+    const double busy_median = allmax(c, neg_busy_.median_of(use)),
+                 busy_mean = allmax(c, neg_busy_.trimmed_mean_of(use, kTrim));
     doc["horovod_loop"] = {{"cycle_ms", kCycleMs},
                            {"flags", kFlags + 1},
                            {"negotiation_s", neg},
+                           {"negotiation_busy_s", busy_median},
+                           {"negotiation_busy_mean_s", busy_mean},
+                           {"negotiations_busy", neg_busy_.pooled(use).size()},
                            {"compute_alone_s", alone_.median_of(use)},
                            {"compute_with_loop_s", with_.median_of(use)},
                            {"slowdown", ratio - 1.0},
                            {"ticks", ticks_},
                            {"pairs", ratios_.pooled(use).size()}};
     if (c.rank == 0)
-      std::cerr << fmt::format("  horovod loop ({} ms cycle): compute x{:.3f}, negotiation {:.1f} us\n", kCycleMs,
-                               ratio, neg * 1e6);
+      std::cerr << fmt::format(
+          "  horovod loop ({} ms cycle): compute x{:.3f}, negotiation {:.1f} us alone, {:.1f} us (mean {:.1f} us) "
+          "while computing\n",
+          kCycleMs, ratio, neg * 1e6, busy_median * 1e6, busy_mean * 1e6);
   }
 
  private:
   std::unique_ptr<dptwin::exec::Communicator> loop_comm_;
   ComputeMix mix_;
-  RoundSamples neg_, alone_, with_, ratios_;
+  static constexpr double kTrim = 0.1;  // share left out at each end of the trimmed mean
+  RoundSamples neg_, neg_busy_, alone_, with_, ratios_;
   int ticks_ = 0;
 };
 

@@ -281,6 +281,34 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);
 }
 
+TEST_CASE("fit_profile: Horovod's loop probe gives the slowdown by ranks; its negotiations while computing are diagnostics") {
+  using nlohmann::json;
+  json rows;
+  json compute = compute_doc(rows);
+  compute["compute"] = rows;
+  auto comm_at = [&](int n, json loop) {
+    json c = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", n}, {"threads", 1}};
+    c["collectives"] = json::array();
+    for (double b : {4096.0, 65536.0, 1048576.0})
+      c["collectives"].push_back({{"kind", "allreduce"}, {"backend", "gloo"}, {"ranks", n}, {"bytes", b}, {"seconds", 1e-4 + b / 1e9}});
+    c["horovod_loop"] = std::move(loop);
+    return c;
+  };
+  const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
+  const json two = {{"slowdown", 0.4}, {"negotiation_s", 4e-4}, {"negotiation_busy_s", 4.5e-4}, {"negotiation_busy_mean_s", 1.3e-3}};
+  const json four = {{"slowdown", 0.3}, {"negotiation_s", 3e-3}, {"negotiation_busy_s", 9e-3}, {"negotiation_busy_mean_s", 1.1e-2}};
+  const FitReport r = fit_profile(compute, {comm_at(2, two), comm_at(4, four)}, "gloo", cluster);
+  CHECK(r.profile.shared_by(2).background_loop_slowdown == doctest::Approx(0.4));
+  CHECK(r.profile.shared_by(4).background_loop_slowdown == doctest::Approx(0.3));
+  CHECK(r.diagnostics["negotiation_probe_s"]["2"].get<double>() == doctest::Approx(4e-4));
+  CHECK(r.diagnostics["negotiation_busy_probe_s"]["2"]["median"].get<double>() == doctest::Approx(4.5e-4));
+  CHECK(r.diagnostics["negotiation_busy_probe_s"]["4"]["trimmed_mean"].get<double>() == doctest::Approx(1.1e-2));
+  // Documents from before the busy timing fit the same way, without the diagnostic.
+  const FitReport old = fit_profile(compute, {comm_at(2, {{"slowdown", 0.4}, {"negotiation_s", 4e-4}})}, "gloo", cluster);
+  CHECK(old.profile.shared_by(2).background_loop_slowdown == doctest::Approx(0.4));
+  CHECK_FALSE(old.diagnostics.contains("negotiation_busy_probe_s"));
+}
+
 TEST_CASE("fit_profile: core sharing beyond the cores from the step skeleton's bursts") {
   using nlohmann::json;
   json rows;
