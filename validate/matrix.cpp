@@ -94,7 +94,7 @@ ValidationMatrix parse_matrix(const YamlNode& root, const std::string& base_dir)
   if (m.emulated && m.netns.namespaces.empty()) root.at("emulated").fail("emulated: true needs a `netns` section");
   const YamlNode grids = root.at("grids");
   for (const auto& g : grids.items()) {
-    g.check_keys({"model", "strategy", "ranks", "precision", "micro_batch", "seq_len"});
+    g.check_keys({"model", "strategy", "ranks", "precision", "micro_batch", "seq_len", "steps", "warmup_steps"});
     const auto models = strings(g.at("model"), kModels, "model");
     const auto strats = strings(g.at("strategy"), kStrategies, "strategy");
     const auto ranks = ints(g.at("ranks"), 1, 64, "ranks");
@@ -102,6 +102,13 @@ ValidationMatrix parse_matrix(const YamlNode& root, const std::string& base_dir)
                                           : std::vector<std::string>{"fp32"};
     const auto mbs = g.has("micro_batch") ? ints(g.at("micro_batch"), 1, 4096, "micro_batch") : std::vector<int>{4};
     const auto seqs = g.has("seq_len") ? ints(g.at("seq_len"), 0, 1 << 16, "seq_len") : std::vector<int>{0};
+    // A grid's own run length (short steps need more of them for a stable median).
+    const int steps = g.has("steps") ? ints(g.at("steps"), 2, 100000, "steps").front() : 0;
+    const int warmup = g.has("warmup_steps") ? ints(g.at("warmup_steps"), 0, 100000, "warmup_steps").front() : 0;
+    if (g.has("warmup_steps") && warmup >= (steps > 0 ? steps : m.steps))
+      g.at("warmup_steps").fail("warmup_steps must be below steps");
+    if (g.has("steps") && !g.has("warmup_steps") && m.warmup_steps >= steps)
+      g.at("steps").fail(fmt::format("steps must be above the matrix's warmup_steps ({})", m.warmup_steps));
     for (const auto& mo : models)
       for (const auto& s : strats)
         for (int r : ranks) {
@@ -111,7 +118,9 @@ ValidationMatrix parse_matrix(const YamlNode& root, const std::string& base_dir)
             g.at("ranks").fail(fmt::format("{} ranks but only {} namespaces", r, m.netns.namespaces.size()));
           for (const auto& p : precs)
             for (int mb : mbs)
-              for (int t : seqs) m.cases.push_back({mo, s, r, p, mb, t});
+              for (int t : seqs)
+                m.cases.push_back({mo, s, r, p, mb, t, steps > 0 ? steps : m.steps,
+                                   g.has("warmup_steps") ? warmup : m.warmup_steps});
         }
   }
   if (m.cases.empty()) grids.fail("the matrix has no case");
@@ -128,7 +137,7 @@ std::string default_matrix_text() {
   return R"(# The default validation matrix (`dptwin validate` with no file): tiny and
 # small GPT-2 on 1, 2 and 4 CPU ranks of this machine, fp32 and bf16 (O1
 # autocast), every strategy that runs on CPU ranks. Sized to finish in a few
-# minutes on a 2-core machine (about 10 with five rounds).
+# minutes on a 2-core machine (about 12 with five rounds).
 name: localhost-default
 description: tiny/small GPT-2, single/sps/dps/horovod, 1/2/4 CPU ranks, fp32/bf16, Gloo
 cluster: localhost-cpu
@@ -138,9 +147,13 @@ steps: 24
 warmup_steps: 6
 repeats: 5            # interleaved rounds; a case reports the median of its five
 ranking_tie_pct: 3
+# The tiny model's steps (5-40 ms) are a few scheduler ticks long: 120 steps
+# give its medians as many milliseconds of samples as small's 24.
 grids:
-  - {model: [tiny, small], strategy: single, ranks: 1, precision: [fp32, bf16], micro_batch: 8}
-  - {model: [tiny, small], strategy: [sps, dps, horovod], ranks: [2, 4], precision: [fp32, bf16], micro_batch: 8}
+  - {model: tiny, strategy: single, ranks: 1, precision: [fp32, bf16], micro_batch: 8, steps: 120, warmup_steps: 20}
+  - {model: small, strategy: single, ranks: 1, precision: [fp32, bf16], micro_batch: 8}
+  - {model: tiny, strategy: [sps, dps, horovod], ranks: [2, 4], precision: [fp32, bf16], micro_batch: 8, steps: 120, warmup_steps: 20}
+  - {model: small, strategy: [sps, dps, horovod], ranks: [2, 4], precision: [fp32, bf16], micro_batch: 8}
 )";
 }
 

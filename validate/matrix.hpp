@@ -15,7 +15,8 @@
 //   ranking_tie_pct: 3            # measured step times closer than this are a tie for the ranking
 //   grids:                        # each grid is a cartesian product; cases are their union
 //     - {model: [tiny, small], strategy: [sps, dps, horovod], ranks: [2, 4],
-//        precision: [fp32, bf16], micro_batch: [4], seq_len: [0]}
+//        precision: [fp32, bf16], micro_batch: [4], seq_len: [0],
+//        steps: 120, warmup_steps: 20}   # optional: this grid's own run length
 //
 // Every key is checked (unknown keys are errors naming file, line and key).
 // Precision fp32 runs without amp; bf16 runs Apex-O1-style autocast in bf16.
@@ -37,6 +38,8 @@ struct ValidationCase {
   std::string precision = "fp32";  // fp32 | bf16
   int micro_batch = 4;
   int seq_len = 0;                 // 0 = the model's n_ctx
+  int steps = 0;                   // this case's run length; 0 = the matrix's steps / warmup_steps
+  int warmup_steps = 0;
   // Label used in tables, e.g. "small dps x4 bf16 mb4".
   std::string label() const;
   // The configuration without the strategy: strategies are ranked within it.

@@ -225,7 +225,8 @@ sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c
 std::vector<std::string> exec_args(const ValidationMatrix& m, const ValidationCase& c) {
   std::vector<std::string> a{"--strategy", c.strategy, "--np", std::to_string(c.ranks), "--backend", m.backend,
                              "--model", c.model, "--micro-batch", std::to_string(c.micro_batch), "--steps",
-                             std::to_string(m.steps), "--warmup-steps", std::to_string(m.warmup_steps), "--threads",
+                             std::to_string(c.steps > 0 ? c.steps : m.steps), "--warmup-steps",
+                             std::to_string(c.steps > 0 ? c.warmup_steps : m.warmup_steps), "--threads",
                              std::to_string(m.threads), "--precision", c.precision, "--amp",
                              c.precision == "bf16" ? "o1" : "none"};
   if (c.seq_len > 0) a.insert(a.end(), {"--seq-len", std::to_string(c.seq_len)});

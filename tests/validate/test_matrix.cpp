@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "validate/matrix.hpp"
+#include "validate/validation.hpp"
 
 using namespace dptwin;
 using namespace dptwin::validate;
@@ -29,6 +30,11 @@ TEST_CASE("the default matrix expands to single + 3 strategies x 2 rank counts x
   CHECK(m.cluster == "localhost-cpu");
   CHECK(m.cases.front().strategy == "single");
   CHECK(m.cases.front().ranks == 1);
+  // Tiny cases run 120 steps (20 warm-up), small ones the matrix's 24 (6).
+  for (const auto& c : m.cases) {
+    CHECK(c.steps == (c.model == "tiny" ? 120 : 24));
+    CHECK(c.warmup_steps == (c.model == "tiny" ? 20 : 6));
+  }
   // The shipped file is the built-in text.
   const auto file = std::filesystem::path(DPTWIN_SOURCE_DIR) / "scenarios/validation/localhost-default.yaml";
   if (std::filesystem::exists(file)) {
@@ -54,10 +60,41 @@ TEST_CASE("matrix errors name the file, line and key") {
   CHECK(e.find("m.yaml:2") != std::string::npos);
   e = error_of("name: x\nsteps: 4\nwarmup_steps: 4\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n");
   CHECK(e.find("warmup_steps") != std::string::npos);
+  // A grid's own run length: warm-up below its steps, and its steps above the matrix's warm-up.
+  e = error_of("name: x\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2, steps: 10, warmup_steps: 10}\n");
+  CHECK(e.find("m.yaml:3") != std::string::npos);
+  CHECK(e.find("warmup_steps must be below steps") != std::string::npos);
+  e = error_of("name: x\nwarmup_steps: 8\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2, steps: 6}\n");
+  CHECK(e.find("m.yaml:4") != std::string::npos);
+  CHECK(e.find("above the matrix's warmup_steps (8)") != std::string::npos);
+  CHECK(error_of("name: x\nwarmup_steps: 8\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2, steps: 6, warmup_steps: 2}\n").empty());
   e = error_of("name: x\nemulated: true\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n");
   CHECK(e.find("netns") != std::string::npos);
   e = error_of("name: x\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2, precision: fp8}\n");
   CHECK(e.find("unknown precision 'fp8'") != std::string::npos);
+}
+
+TEST_CASE("a case runs with its grid's steps, else the matrix's") {
+  ValidationMatrix m = parse_matrix(
+      load_yaml_string("name: x\nsteps: 12\nwarmup_steps: 2\ngrids:\n"
+                       "  - {model: tiny, strategy: dps, ranks: 2, steps: 50, warmup_steps: 5}\n"
+                       "  - {model: small, strategy: dps, ranks: 2}\n"
+                       "  - {model: small, strategy: sps, ranks: 2, steps: 30}\n",
+                       "m.yaml"),
+      ".");
+  REQUIRE(m.cases.size() == 3);
+  auto arg_after = [](const std::vector<std::string>& a, const std::string& flag) {
+    for (size_t i = 0; i + 1 < a.size(); ++i)
+      if (a[i] == flag) return a[i + 1];
+    return std::string();
+  };
+  const auto tiny = exec_args(m, m.cases[0]), small = exec_args(m, m.cases[1]), sps = exec_args(m, m.cases[2]);
+  CHECK(arg_after(tiny, "--steps") == "50");
+  CHECK(arg_after(tiny, "--warmup-steps") == "5");
+  CHECK(arg_after(small, "--steps") == "12");
+  CHECK(arg_after(small, "--warmup-steps") == "2");
+  CHECK(arg_after(sps, "--steps") == "30");  // its own steps, the matrix's warm-up
+  CHECK(arg_after(sps, "--warmup-steps") == "2");
 }
 
 TEST_CASE("case labels and ranking groups") {
