@@ -751,7 +751,8 @@ class HorovodLoopProbe {
     // The negotiation while the ranks compute: mostly as fast as alone, but a
     // loop thread that wakes on a core busy with compute can wait for the
     // computing thread's time slice (up to a scheduler tick: 4 ms at HZ=250),
-    // so its mean is 2-3x its median on few cores; a step pays the mean.
+    // so its mean is 2-3x its median on 2 cores (a diagnostic of the fit:
+    // validate/README, known gap 6). 0 when no allreduce ended during compute.
     const double busy_median = allmax(c, neg_busy_.median_of(use)),
                  busy_mean = allmax(c, neg_busy_.trimmed_mean_of(use, kTrim));
     doc["horovod_loop"] = {{"cycle_ms", kCycleMs},
