@@ -350,18 +350,35 @@ sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int po
   return s;
 }
 
+double dispatch_share(double seconds) {
+  constexpr double kAllDispatch = 30e-6, kNoDispatch = 1e-3;
+  if (!(seconds > kAllDispatch)) return 1.0;
+  if (seconds >= kNoDispatch) return 0.0;
+  return std::log(kNoDispatch / seconds) / std::log(kNoDispatch / kAllDispatch);
+}
+
 json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   if (doc.contains("normalized_to") || ref.empty()) return doc;
   json out = doc;
   bool any = false;
+  const auto dispatch_ref = ref.find("dispatch");
   for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr) {
     if (!pr.contains("class") || !pr.contains("s")) return;
     const auto it = ref.find(pr.at("class").get<std::string>());
     const double reading = pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
     if (it == ref.end() || !(reading > 0)) return;
+    const double by_class = std::clamp(it->second / reading, 0.2, 5.0);
+    // A short call follows the dispatch speed in part (dispatch_share):
+    // the dispatch reading taken next to the case, where the suite kept it.
+    const double dispatch_reading = pr.contains("dispatch_s") && pr.at("dispatch_s").is_number()
+                                        ? pr.at("dispatch_s").get<double>()
+                                        : 0;
+    const bool blend = dispatch_reading > 0 && dispatch_ref != ref.end() && it != dispatch_ref;
+    const double by_dispatch = blend ? std::clamp(dispatch_ref->second / dispatch_reading, 0.2, 5.0) : by_class;
     for (json* figure : figures) {
       if (!figure->is_number()) continue;
-      *figure = figure->get<double>() * std::clamp(it->second / reading, 0.2, 5.0);
+      const double t = figure->get<double>(), share = blend ? dispatch_share(t) : 0.0;
+      *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
       any = true;
     }
   });

@@ -109,10 +109,20 @@ struct FitReport {
 // document with every probed figure ("seconds", "min_s", the dispatch figures,
 // fp32_s / o1_s) scaled by reference / reading (clamped to [0.2, 5]), i.e. as
 // if measured at the reference speed, which it records as "normalized_to".
+// A case whose probe also carries the dispatch reading taken next to it
+// ("dispatch_s") is scaled by a blend of both ratios, dispatch_share(its time)
+// of it by the dispatch one: short calls follow the framework's dispatch
+// speed (validate/README, known gap 8).
 // A document already normalised, or without readings, is returned as it is.
 using SpeedReference = std::map<std::string, double>;
 SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
 nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);
+// The share of a compute call's time that follows the dispatch speed rather
+// than its class's throughput: 1 below 30 us, 0 above 1 ms, log-linear in
+// the time between. Between two calibrations whose dispatch probe read 1.42x
+// apart and the bf16 GEMM probe 1.07x (rb12), bf16 GEMMs of 10-30 us moved
+// 1.44-1.54x, of 100 us 1.30x, of 300 us 1.15x and of 1 ms 1.10x.
+double dispatch_share(double seconds);
 // Every probe reading of `docs` ({"class", "s"}, one per probed case), or a
 // document's own "probe_readings" where it has them (the median of several
 // passes keeps all its passes' readings there).

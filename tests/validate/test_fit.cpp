@@ -209,6 +209,32 @@ TEST_CASE("speed normalisation: every probed figure rescaled to the readings' me
   CHECK(probe_reference({doc, fast}).at("matmul") == doctest::Approx(0.75));  // median of 1,2,1,1 and 0.25,0.5,0.25,0.25
 }
 
+TEST_CASE("speed normalisation: a short case follows the dispatch reading taken next to it, by its time") {
+  using nlohmann::json;
+  CHECK(dispatch_share(1e-6) == 1.0);
+  CHECK(dispatch_share(30e-6) == 1.0);
+  CHECK(dispatch_share(1e-3) == 0.0);
+  CHECK(dispatch_share(5.0) == 0.0);
+  CHECK(dispatch_share(std::sqrt(30e-6 * 1e-3)) == doctest::Approx(0.5));  // log-linear between
+  CHECK(dispatch_share(100e-6) > dispatch_share(300e-6));
+  json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
+  auto row = [](double seconds, double dispatch) {
+    return json{{"op", "matmul"}, {"seconds", seconds}, {"probe", {{"class", "matmul_bf16"}, {"s", 1e-3}, {"dispatch_s", dispatch}}}};
+  };
+  // The GEMM probe at its reference; the dispatch probe read 2x its reference next to the first three cases.
+  doc["compute"] = json::array({row(20e-6, 4e-6), row(std::sqrt(30e-6 * 1e-3), 4e-6), row(5e-3, 4e-6), row(1e-3, 2e-6),
+                                {{"op", "add"}, {"seconds", 1e-6}, {"probe", {{"class", "dispatch"}, {"s", 2e-6}}}}});
+  const SpeedReference ref = {{"matmul_bf16", 1e-3}, {"dispatch", 2e-6}};
+  const json n = normalized_to_speed(doc, ref);
+  CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(10e-6));  // all dispatch: halved
+  CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(std::sqrt(30e-6 * 1e-3) / std::sqrt(2.0)).epsilon(1e-3));
+  CHECK(n["compute"][2]["seconds"].get<double>() == doctest::Approx(5e-3));  // long: its class's probe alone
+  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(1e-3));
+  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(1e-6));
+  // Without a dispatch reference, the class's probe alone.
+  CHECK(normalized_to_speed(doc, {{"matmul_bf16", 1e-3}})["compute"][0]["seconds"].get<double>() == doctest::Approx(20e-6));
+}
+
 TEST_CASE("fit_profile: a probed document is fitted at its readings' median speed, which becomes its reference") {
   using nlohmann::json;
   json rows;
