@@ -57,7 +57,8 @@ def main(argv):
         ms = [cases[label]["measured_step_s"] * 1e3 for _, cases in runs]
         spread = max(ms) / min(ms) - 1
         floor = floor_error(ms)
-        rs = statistics.median(rounds_spread(cases[label]) for _, cases in runs)
+        known = [x for x in (rounds_spread(cases[label]) for _, cases in runs) if x == x]  # runs with rounds
+        rs = statistics.median(known) if known else float("nan")
         rows.append((label, spread, floor, rs))
         print(f"{label:30s}" + "".join(f"{m:11.2f}" for m in ms) + f"  {spread * 100:6.1f}% {floor * 100:5.1f}%   {rs * 100:5.1f}%")
     print()
@@ -68,7 +69,7 @@ def main(argv):
     for g, xs in groups.items():
         spreads = [s for s, _, _ in xs]
         floors = [f for _, f, _ in xs]
-        within = [r for _, _, r in xs if r == r]
+        within = [r for _, _, r in xs if r == r] or [float("nan")]
         print(f"{g:6s} cases {len(xs):3d}: measured medians moved by median {statistics.median(spreads) * 100:.1f}%, "
               f"at most {max(spreads) * 100:.1f}%; {sum(s > 0.10 for s in spreads)} moved more than 10%; "
               f"no prediction is closer than {max(floors) * 100:.1f}% to every run of the worst case; "
