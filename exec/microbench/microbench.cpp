@@ -794,7 +794,9 @@ class HorovodLoopProbe {
 // how late the last rank reaches the allreduce after the mean one (the arrival
 // skew) and how long each collective lasts after its last member entered it,
 // next to the same three collectives timed alone in the same iteration (after
-// a barrier, so that drifts of the machine's speed cancel out). Two burst
+// a barrier, so that drifts of the machine's speed cancel out), and how much
+// of that extra time is not the late start of the last rank's burst (which
+// comes back as arrival skew; `extra_less_spread_s`). Two burst
 // lengths (3 and 12 matmuls), so that the fit sees how the skew grows with the
 // compute between two meetings. Every round runs both skeletons' full
 // iterations; the figures are medians over all rounds' iterations. Ranks on
@@ -867,10 +869,11 @@ class SyncProbe {
         return m;
       };
       for (int i = 0; i < iters; ++i) {
-        double mean_arrival = 0, mean_burst = 0;
+        double mean_arrival = 0, mean_burst = 0, mean_start = 0;
         for (int q = 0; q < n; ++q) {
           mean_arrival += ga[q][i][3] / n;
           mean_burst += (ga[q][i][3] - ga[q][i][2]) / n;
+          mean_start += ga[q][i][2] / n;
         }
         const double mask_after = last(i, 1) - last(i, 0), scalar_after = last(i, 2) - last(i, 1),
                      grad_after = last(i, 4) - last(i, 3), mask_alone = last(i, 7) - last(i, 6),
@@ -881,9 +884,16 @@ class SyncProbe {
         sk.mask_alone.add(r, mask_alone);
         sk.scalar_alone.add(r, scalar_alone);
         sk.grad_alone.add(r, grad_alone);
-        sk.extra.add(r, mask_after + scalar_after + grad_after - mask_alone - scalar_alone - grad_alone);
+        const double extra = mask_after + scalar_after + grad_after - mask_alone - scalar_alone - grad_alone;
+        sk.extra.add(r, extra);
+        // A rank that leaves the scalar broadcast late starts its burst late and
+        // arrives late at the allreduce: that much of `extra` reappears in the
+        // arrival skew.
+        sk.start_spread.add(r, last(i, 2) - mean_start);
+        sk.extra_net.add(r, extra - (last(i, 2) - mean_start));
         sk.skew.add(r, last(i, 3) - mean_arrival);
         sk.burst_s.add(r, mean_burst);
+        sk.cycle.add(r, last(i, 5) - last(i, 0));
       }
     }
   }
@@ -949,7 +959,8 @@ class SyncProbe {
                    mask_after = sk.mask_after.median_of(use), mask_alone = sk.mask_alone.median_of(use),
                    scalar_after = sk.scalar_after.median_of(use), scalar_alone = sk.scalar_alone.median_of(use),
                    grad_after = sk.grad_after.median_of(use), grad_alone = sk.grad_alone.median_of(use),
-                   extra = sk.extra.median_of(use);
+                   extra = sk.extra.median_of(use), start_spread = sk.start_spread.median_of(use),
+                   cycle = sk.cycle.median_of(use), extra_net = sk.extra_net.median_of(use);
       s["skeletons"].push_back({{"matmuls", sk.matmuls},
                                 {"iterations", iterations},
                                 {"rounds", used_rounds},
@@ -961,14 +972,19 @@ class SyncProbe {
                                 {"mask_broadcast_alone_s", mask_alone},
                                 {"scalar_broadcast_alone_s", scalar_alone},
                                 {"grad_allreduce_alone_s", grad_alone},
-                                {"extra_s", extra}});
+                                {"extra_s", extra},
+                                {"burst_start_spread_s", start_spread},
+                                {"extra_less_spread_s", extra_net},
+                                {"cycle_s", cycle}});
       if (c.rank == 0)
         std::cerr << fmt::format(
             "  sync skeleton ({} ranks, {} matmuls, {} iterations): burst {:.2f} ms, arrival skew {:.2f} ms; after "
             "the last arrival (alone): mask bcast {:.2f} ({:.2f}), scalar bcast {:.2f} ({:.2f}), allreduce {:.2f} "
-            "({:.2f}) ms; extra {:.2f} ms\n",
+            "({:.2f}) ms; extra {:.2f} ms, {:.2f} ms beyond the bursts' start spread ({:.2f} ms, last - mean); cycle "
+            "{:.2f} ms\n",
             c.size, sk.matmuls, iterations, burst * 1e3, skew * 1e3, mask_after * 1e3, mask_alone * 1e3,
-            scalar_after * 1e3, scalar_alone * 1e3, grad_after * 1e3, grad_alone * 1e3, extra * 1e3);
+            scalar_after * 1e3, scalar_alone * 1e3, grad_after * 1e3, grad_alone * 1e3, extra * 1e3,
+            extra_net * 1e3, start_spread * 1e3, cycle * 1e3);
     }
   }
 
@@ -976,7 +992,8 @@ class SyncProbe {
   struct Skeleton {
     Skeleton(int m, int it) : matmuls(m), iterations_per_round(it) {}
     int matmuls, iterations_per_round;
-    RoundSamples mask_after, scalar_after, grad_after, mask_alone, scalar_alone, grad_alone, extra, skew, burst_s;
+    RoundSamples mask_after, scalar_after, grad_after, mask_alone, scalar_alone, grad_alone, extra, skew, burst_s,
+        start_spread, extra_net, cycle;
   };
   int per_core_;
   torch::Tensor A_, B_, x_, y_, t1_, mask_, scalar_, grad_;
