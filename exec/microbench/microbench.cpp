@@ -44,6 +44,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -519,7 +520,8 @@ class RoundSamples {
 
 // Every collective of the comm interface by message size, and the
 // parameter-server round (reduce to rank 0 + broadcast). A figure is the
-// median of its rounds' medians.
+// median of its rounds' medians (`seconds`), and their mean (`mean_s`, what
+// the fit prices: on shared cores a round lands in one of two modes).
 class CollectiveSweep {
  public:
   void round(const Args& a, RankCtx& c, int r) {
@@ -554,12 +556,13 @@ class CollectiveSweep {
   void write(RankCtx& c, json& rows, const std::vector<bool>& use) const {
     for (const Case& k : cases_) {
       const std::vector<double> all = k.round_s.pooled(std::vector<bool>(use.size(), true));
-      const std::vector<double> mins = k.min_s.pooled(use);
+      const std::vector<double> mins = k.min_s.pooled(use), used = k.round_s.pooled(use);
       json row = {{"kind", k.kind},
                   {"backend", c.comm->backend()},
                   {"ranks", c.size},
                   {"bytes", k.bytes},
                   {"seconds", k.round_s.median_of(use)},
+                  {"mean_s", std::accumulate(used.begin(), used.end(), 0.0) / static_cast<double>(used.size())},
                   {"rounds_s", all},
                   {"reps", k.reps},
                   {"min_s", *std::min_element(mins.begin(), mins.end())}};
@@ -955,7 +958,8 @@ class SyncProbe {
     for (const Skeleton& sk : skeletons_) {
       const size_t iterations = sk.skew.pooled(use).size();
       const auto used_rounds = std::count(use.begin(), use.end(), true);
-      const double skew = sk.skew.median_of(use), burst = sk.burst_s.median_of(use),
+      const double skew = sk.skew.median_of(use), skew_mean = sk.skew.trimmed_mean_of(use, kTrim),
+                   burst = sk.burst_s.median_of(use),
                    mask_after = sk.mask_after.median_of(use), mask_alone = sk.mask_alone.median_of(use),
                    scalar_after = sk.scalar_after.median_of(use), scalar_alone = sk.scalar_alone.median_of(use),
                    grad_after = sk.grad_after.median_of(use), grad_alone = sk.grad_alone.median_of(use),
@@ -966,6 +970,7 @@ class SyncProbe {
                                 {"rounds", used_rounds},
                                 {"burst_s", burst},
                                 {"arrival_skew_s", skew},
+                                {"arrival_skew_mean_s", skew_mean},
                                 {"mask_broadcast_after_s", mask_after},
                                 {"scalar_broadcast_after_s", scalar_after},
                                 {"grad_allreduce_after_s", grad_after},
@@ -978,11 +983,12 @@ class SyncProbe {
                                 {"cycle_s", cycle}});
       if (c.rank == 0)
         std::cerr << fmt::format(
-            "  sync skeleton ({} ranks, {} matmuls, {} iterations): burst {:.2f} ms, arrival skew {:.2f} ms; after "
+            "  sync skeleton ({} ranks, {} matmuls, {} iterations): burst {:.2f} ms, arrival skew {:.2f} ms (mean "
+            "{:.2f} ms); after "
             "the last arrival (alone): mask bcast {:.2f} ({:.2f}), scalar bcast {:.2f} ({:.2f}), allreduce {:.2f} "
             "({:.2f}) ms; extra {:.2f} ms, {:.2f} ms beyond the bursts' start spread ({:.2f} ms, last - mean); cycle "
             "{:.2f} ms\n",
-            c.size, sk.matmuls, iterations, burst * 1e3, skew * 1e3, mask_after * 1e3, mask_alone * 1e3,
+            c.size, sk.matmuls, iterations, burst * 1e3, skew * 1e3, skew_mean * 1e3, mask_after * 1e3, mask_alone * 1e3,
             scalar_after * 1e3, scalar_alone * 1e3, grad_after * 1e3, grad_alone * 1e3, extra * 1e3,
             extra_net * 1e3, start_spread * 1e3, cycle * 1e3);
     }
@@ -997,6 +1003,7 @@ class SyncProbe {
   };
   int per_core_;
   torch::Tensor A_, B_, x_, y_, t1_, mask_, scalar_, grad_;
+  static constexpr double kTrim = 0.1;  // share left out at each end of a trimmed mean
   std::vector<Skeleton> skeletons_{Skeleton(3, 20), Skeleton(12, 12)};
   RoundSamples sharing_every_, sharing_first_, sharing_ratio_;
 };

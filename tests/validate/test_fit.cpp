@@ -301,6 +301,12 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   comm["sync"]["skeletons"][1]["extra_less_spread_s"] = 0.005;
   CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.sync_by_ranks.at(0).latency.seconds() ==
         doctest::Approx(0.002));
+  // The skew's trimmed mean, where there is one, instead of its median: twice
+  // the skew, twice the lag.
+  comm["sync"]["skeletons"][0]["arrival_skew_mean_s"] = 0.010;
+  comm["sync"]["skeletons"][1]["arrival_skew_mean_s"] = 0.020;
+  CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.sync_by_ranks.at(0).lag.seconds() ==
+        doctest::Approx(0.020));
   // Compute slowdown while communication runs: the median of the probe's paired
   // ratios where it has one, else the ratio of its two medians.
   comm["overlap"] = {{"compute_alone_s", 0.1}, {"compute_with_comm_s", 0.15}, {"comm_alone_s", 0.05}, {"slowdown", 0.3}};
@@ -308,6 +314,19 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   comm["overlap"].erase("slowdown");
   CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.overlap_slowdown == doctest::Approx(0.5));
   comm.erase("overlap");
+  // A collective's price: the mean of its rounds' medians where the document
+  // has it, else the median. 1 ms more in every mean -> a larger fixed cost.
+  const auto allreduce_alpha = [&](const json& doc) {
+    for (const auto& t : fit_profile(compute, {doc}, "gloo", cluster).profile.network)
+      if (t.collective == "allreduce") return t.regimes.at(0).alpha.seconds();
+    return -1.0;
+  };
+  const double alpha_median = allreduce_alpha(comm);
+  json with_mean = comm;
+  for (auto& row : with_mean["collectives"]) row["mean_s"] = row["seconds"].get<double>();
+  CHECK(allreduce_alpha(with_mean) == doctest::Approx(alpha_median));
+  for (auto& row : with_mean["collectives"]) row["mean_s"] = row["seconds"].get<double>() + 1e-3;
+  CHECK(allreduce_alpha(with_mean) > alpha_median + 1e-4);
   // A probe without skeletons is a malformed document.
   comm["sync"] = {{"ranks", 4}};
   CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);
