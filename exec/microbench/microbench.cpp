@@ -912,7 +912,7 @@ class SyncProbe {
       for (int i = 0; i < sk.matmuls; ++i) auto z = torch::matmul(A_, B_);
       for (int i = 0; i < 200; ++i) t1_.add_(1.0);
     };
-    constexpr int kPairs = 8;
+    constexpr int kPairs = 16;
     auto rec = torch::zeros({kPairs, 2}, torch::kFloat64);
     auto acc = rec.accessor<double, 2>();
     c.comm->barrier()->wait(kTimeout);
@@ -950,6 +950,8 @@ class SyncProbe {
                            {"burst_every_rank_s", sharing_every_.median_of(use)},
                            {"burst_one_per_core_s", sharing_first_.median_of(use)},
                            {"ratio", ratio},
+                           {"ratio_trimmed_mean", sharing_ratio_.trimmed_mean_of(use, kTrim)},
+                           {"ratios", sharing_ratio_.pooled(use)},
                            {"pairs", sharing_ratio_.pooled(use).size()}};
       if (c.rank == 0)
         std::cerr << fmt::format("  core sharing (skeleton, {} of {} ranks bursting vs all): x{:.3f}\n", per_core_,
@@ -1004,7 +1006,7 @@ class SyncProbe {
   int per_core_;
   torch::Tensor A_, B_, x_, y_, t1_, mask_, scalar_, grad_;
   static constexpr double kTrim = 0.1;  // share left out at each end of a trimmed mean
-  std::vector<Skeleton> skeletons_{Skeleton(3, 20), Skeleton(12, 12)};
+  std::vector<Skeleton> skeletons_{Skeleton(3, 20), Skeleton(12, 24)};
   RoundSamples sharing_every_, sharing_first_, sharing_ratio_;
 };
 

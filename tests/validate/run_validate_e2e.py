@@ -56,7 +56,7 @@ with tempfile.TemporaryDirectory() as tmp:
                       and abs(r["seconds"] - med([x for x, u in zip(r["rounds_s"], used) if u])) <= 1e-12
                       and abs(r["mean_s"] - sum(x for x, u in zip(r["rounds_s"], used) if u) / k_used) <= 1e-12
                       for r in comm["collectives"])
-              and all(k["rounds"] == k_used and k["iterations"] == k_used * {3: 20, 12: 12}[k["matmuls"]]
+              and all(k["rounds"] == k_used and k["iterations"] == k_used * {3: 20, 12: 24}[k["matmuls"]]
                       for k in comm["sync"]["skeletons"])
               and comm["concurrency"]["pairs"] == 3 * k_used and comm["overlap"]["pairs"] == 4 * k_used
               and comm["horovod_loop"]["pairs"] == 5 * k_used,

@@ -402,6 +402,10 @@ TEST_CASE("fit_profile: core sharing beyond the cores from the step skeleton's b
   CHECK(r.diagnostics["host_sharing_source"]["4"].get<std::string>() == "pairs in one run");
   r = fit_profile(compute, {four}, "gloo", cluster);
   CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.8));
+  // With the pairs' trimmed mean, that is the factor (the median of a 1.2-2.4 spread moves more).
+  four["sync"]["core_sharing"]["ratio_trimmed_mean"] = 1.9;
+  r = fit_profile(compute, {comm_at(2, 0.010, 0.040), four}, "gloo", cluster);
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.9));
 }
 
 TEST_CASE("median_of_documents: numbers by their median, structure and strings from the first") {
