@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -39,6 +40,31 @@ bool rounds_order(const CaseOutcome& a, const CaseOutcome& b) {
   const auto& f = a_faster ? a.measured_rounds_s : b.measured_rounds_s;
   const auto& s = a_faster ? b.measured_rounds_s : a.measured_rounds_s;
   return mann_whitney_p_less(f, s) <= kRankingSignificance;
+}
+
+double seconds_at(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
+
+std::vector<ValidationSummary::ComponentError> component_errors(const std::vector<const CaseOutcome*>& ok) {
+  std::vector<std::string> order{"fp32", "bf16"};
+  std::set<int> ranks;
+  for (const auto* c : ok) ranks.insert(c->c.ranks);
+  for (int r : ranks) order.push_back(fmt::format("x{}", r));
+  std::vector<ValidationSummary::ComponentError> out;
+  for (const std::string& g : order) {
+    std::vector<double> step, compute, rest;
+    for (const auto* c : ok) {
+      if (g != c->c.precision && g != fmt::format("x{}", c->c.ranks)) continue;
+      const json &m = c->measured_breakdown, &p = c->predicted_breakdown;
+      const double mc = seconds_at(m, "forward_s") + seconds_at(m, "backward_s"), pc = seconds_at(p, "compute_s");
+      step.push_back(error_pct(c->predicted_step_s, c->measured_step_s));
+      if (mc > 0 && pc > 0) compute.push_back(error_pct(pc, mc));
+      rest.push_back((c->predicted_step_s - pc - seconds_at(p, "optimizer_s")) -
+                     (c->measured_step_s - mc - seconds_at(m, "optimizer_s")));
+    }
+    if (step.empty()) continue;
+    out.push_back({g, static_cast<int>(step.size()), median(step), median(compute), median(rest) * 1e3});
+  }
+  return out;
 }
 
 }  // namespace
@@ -101,6 +127,7 @@ ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pc
     s.mape_uncompensated_pct = mape_pct(unc, unc_meas);
     s.worst_uncompensated_pct = worst_pct(unc, unc_meas);
   }
+  s.components = component_errors(ok);
   RankAgreement r{s.concordant, s.discordant, s.ties};
   s.kendall_tau = r.tau();
   s.ranking_correct = s.discordant == 0;
@@ -150,6 +177,13 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
                     {"ranking_correct", s.ranking_correct},
                     {"host_steal_pct", s.host_steal_pct >= 0 ? json(s.host_steal_pct) : json(nullptr)},
                     {"ranking_tie_pct", tie_pct}};
+  json& comp = out["summary"]["components"] = json::array();
+  for (const auto& e : s.components)
+    comp.push_back({{"group", e.group},
+                    {"cases", e.cases},
+                    {"step_error_median_pct", e.step_pct},
+                    {"compute_error_median_pct", e.compute_pct},
+                    {"rest_diff_median_ms", e.rest_ms}});
   if (s.compensated > 0) {
     out["summary"]["compensated"] = s.compensated;
     out["summary"]["mape_uncompensated_pct"] = s.mape_uncompensated_pct;
@@ -186,6 +220,13 @@ std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSumm
     t += fmt::format("predicted at speeds probed during the validation ({} cases); the profile's own predictions: "
                      "MAPE {:.1f}%  worst {:.1f}%\n",
                      s.compensated, s.mape_uncompensated_pct, s.worst_uncompensated_pct);
+  if (!s.components.empty()) {
+    t += "where the error lives (medians; compute: predicted compute vs measured forward + backward; rest: step less "
+         "compute and optimizer, predicted - measured):\n";
+    for (const auto& e : s.components)
+      t += fmt::format("  {:<5} {:>2} cases  step {:+6.1f}%  compute {:+6.1f}%  rest {:+7.2f} ms\n", e.group, e.cases,
+                       e.step_pct, e.compute_pct, e.rest_ms);
+  }
   if (s.host_steal_pct >= 0)
     t += fmt::format("host: {:.1f}% of CPU time stolen by the hypervisor during the runs (mean over runs, /proc/stat)\n",
                      s.host_steal_pct);

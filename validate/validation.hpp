@@ -20,7 +20,9 @@
 //    round's median), host_steal_pct and host_steal_rounds_pct; with drift
 //    compensation or run states, per case speed_ratio and
 //    predicted_uncompensated_step_s, and in the summary compensated,
-//    mape_uncompensated_pct, worst_uncompensated_pct.
+//    mape_uncompensated_pct, worst_uncompensated_pct; summary.components:
+//    [{group, cases, step_error_median_pct, compute_error_median_pct,
+//    rest_diff_median_ms}] (see ValidationSummary::components).
 //
 // Thread-safety: run_validation forks processes; call from one thread.
 #pragma once
@@ -73,6 +75,18 @@ struct ValidationSummary {
   // or --run-states): the same figures for their uncompensated predictions.
   int compensated = 0;
   double mape_uncompensated_pct = 0, worst_uncompensated_pct = 0;
+  // Where the error lives, by group of cases ("fp32", "bf16", "x1", "x2", ...,
+  // in that order; groups without a case are left out): the median signed
+  // error of the step, of the compute (predicted compute_s against measured
+  // forward_s + backward_s) and the median of the rest (step less compute
+  // and optimizer: communication, waits, overheads), predicted minus measured.
+  // Two errors of opposite sign that cancel in the step show here.
+  struct ComponentError {
+    std::string group;
+    int cases = 0;
+    double step_pct = 0, compute_pct = 0, rest_ms = 0;
+  };
+  std::vector<ComponentError> components;
 };
 
 // Significance at which the rounds of two cases must order them (below).

@@ -120,3 +120,52 @@ TEST_CASE("summary: pairs the rounds do not order are ties the measurement canno
   CHECK(j["summary"]["ties_unordered"] == 0);
   CHECK(j["summary"]["discordant_band_only"] == 1);
 }
+
+TEST_CASE("summary: where the error lives, by precision and rank count") {
+  using nlohmann::json;
+  auto mk = [](const char* prec, int ranks, double pred, double meas, double pred_compute, double fwd, double bwd) {
+    CaseOutcome c;
+    c.c.strategy = "dps";
+    c.c.precision = prec;
+    c.c.ranks = ranks;
+    c.predicted_step_s = pred;
+    c.measured_step_s = meas;
+    c.predicted_breakdown = {{"compute_s", pred_compute}, {"optimizer_s", 0.1}};
+    c.measured_breakdown = {{"forward_s", fwd}, {"backward_s", bwd}, {"optimizer_s", 0.1}};
+    return c;
+  };
+  // fp32 x2: step right (1.0 vs 1.0) but compute +20% (0.6 vs 0.5) and the
+  // rest 0.1 s short (0.3 vs 0.4): two errors that cancel.
+  // bf16 x2: step -10% (0.9 vs 1.0), compute right, rest 0.1 s short.
+  // fp32 x1: step +10%, compute +10% (0.99 vs 0.9), rest 0.01 vs 0.
+  std::vector<CaseOutcome> cs{mk("fp32", 2, 1.0, 1.0, 0.6, 0.2, 0.3), mk("bf16", 2, 0.9, 1.0, 0.5, 0.2, 0.3),
+                              mk("fp32", 1, 1.1, 1.0, 0.99, 0.4, 0.5)};
+  const ValidationSummary s = summarize(cs, 3.0);
+  REQUIRE(s.components.size() == 4);  // fp32, bf16, x1, x2
+  CHECK(s.components[0].group == "fp32");
+  CHECK(s.components[0].cases == 2);
+  CHECK(s.components[0].step_pct == doctest::Approx(5.0));      // median of 0 and +10
+  CHECK(s.components[0].compute_pct == doctest::Approx(15.0));  // median of +20 and +10
+  CHECK(s.components[0].rest_ms == doctest::Approx(-45.0));     // median of -100 and +10 ms
+  CHECK(s.components[1].group == "bf16");
+  CHECK(s.components[1].step_pct == doctest::Approx(-10.0));
+  CHECK(s.components[1].compute_pct == doctest::Approx(0.0));
+  CHECK(s.components[1].rest_ms == doctest::Approx(-100.0));
+  CHECK(s.components[2].group == "x1");
+  CHECK(s.components[2].cases == 1);
+  CHECK(s.components[3].group == "x2");
+  CHECK(s.components[3].cases == 2);
+  CHECK(s.components[3].compute_pct == doctest::Approx(10.0));  // median of +20 and 0
+  // In the JSON and the table.
+  const json j = to_json("m", "p", cs, s, 3.0);
+  CHECK(j["summary"]["components"].size() == 4);
+  CHECK(j["summary"]["components"][1]["group"] == "bf16");
+  CHECK(j["summary"]["components"][1]["step_error_median_pct"].get<double>() == doctest::Approx(-10.0));
+  const std::string t = to_table(cs, s);
+  CHECK(t.find("where the error lives") != std::string::npos);
+  CHECK(t.find("fp32   2 cases  step   +5.0%  compute  +15.0%  rest  -45.00 ms") != std::string::npos);
+  // A failed case is left out.
+  cs.push_back(mk("bf16", 4, 1.0, 0.0, 0.5, 0.2, 0.3));
+  cs.back().status = "failed";
+  CHECK(summarize(cs, 3.0).components.size() == 4);
+}
