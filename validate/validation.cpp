@@ -9,7 +9,6 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -45,25 +44,30 @@ bool rounds_order(const CaseOutcome& a, const CaseOutcome& b) {
 double seconds_at(const json& j, const char* k) { return j.contains(k) && j[k].is_number() ? j[k].get<double>() : 0.0; }
 
 std::vector<ValidationSummary::ComponentError> component_errors(const std::vector<const CaseOutcome*>& ok) {
-  std::vector<std::string> order{"fp32", "bf16"};
-  std::set<int> ranks;
-  for (const auto* c : ok) ranks.insert(c->c.ranks);
-  for (int r : ranks) order.push_back(fmt::format("x{}", r));
-  std::vector<ValidationSummary::ComponentError> out;
-  for (const std::string& g : order) {
+  struct Samples {
     std::vector<double> step, compute, rest;
-    for (const auto* c : ok) {
-      if (g != c->c.precision && g != fmt::format("x{}", c->c.ranks)) continue;
-      const json &m = c->measured_breakdown, &p = c->predicted_breakdown;
-      const double mc = seconds_at(m, "forward_s") + seconds_at(m, "backward_s"), pc = seconds_at(p, "compute_s");
-      step.push_back(error_pct(c->predicted_step_s, c->measured_step_s));
-      if (mc > 0 && pc > 0) compute.push_back(error_pct(pc, mc));
-      rest.push_back((c->predicted_step_s - pc - seconds_at(p, "optimizer_s")) -
-                     (c->measured_step_s - mc - seconds_at(m, "optimizer_s")));
+  };
+  // Every case counts in its precision's group and in its rank count's.
+  std::map<std::string, Samples> by_precision;
+  std::map<int, Samples> by_ranks;
+  for (const auto* c : ok) {
+    const json &m = c->measured_breakdown, &p = c->predicted_breakdown;
+    const double mc = seconds_at(m, "forward_s") + seconds_at(m, "backward_s"), pc = seconds_at(p, "compute_s");
+    const double rest = (c->predicted_step_s - pc - seconds_at(p, "optimizer_s")) -
+                        (c->measured_step_s - mc - seconds_at(m, "optimizer_s"));
+    for (Samples* g : {&by_precision[c->c.precision], &by_ranks[c->c.ranks]}) {
+      g->step.push_back(error_pct(c->predicted_step_s, c->measured_step_s));
+      if (mc > 0 && pc > 0) g->compute.push_back(error_pct(pc, mc));
+      g->rest.push_back(rest);
     }
-    if (step.empty()) continue;
-    out.push_back({g, static_cast<int>(step.size()), median(step), median(compute), median(rest) * 1e3});
   }
+  std::vector<ValidationSummary::ComponentError> out;
+  auto add = [&](const std::string& name, const Samples& g) {
+    out.push_back({name, static_cast<int>(g.step.size()), median(g.step), median(g.compute), median(g.rest) * 1e3});
+  };
+  for (const char* prec : {"fp32", "bf16"})
+    if (auto it = by_precision.find(prec); it != by_precision.end()) add(prec, it->second);
+  for (const auto& [ranks, g] : by_ranks) add(fmt::format("x{}", ranks), g);
   return out;
 }
 
@@ -195,7 +199,7 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
 std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSummary& s) {
   std::string t = fmt::format("{:<30} {:>11} {:>11} {:>8}   {:>23}   {}\n", "case", "measured ms", "predicted ms",
                               "error %", "measured fwd/bwd/comm/opt", "predicted compute/exp.comm/opt/ovh");
-  auto ms = [](const json& j, const char* k) { return j.contains(k) ? j[k].get<double>() * 1e3 : 0.0; };
+  auto ms = [](const json& j, const char* k) { return seconds_at(j, k) * 1e3; };
   for (const auto& c : cases) {
     if (c.status != "ok" || c.measured_step_s <= 0) {
       t += fmt::format("{:<30} {:>11} {:>11.2f} {:>8}   {}\n", c.c.label(), c.status, c.predicted_step_s * 1e3, "-",
