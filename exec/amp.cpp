@@ -3,35 +3,63 @@
 
 #include <ATen/autocast_mode.h>
 
+#include "exec/torch_compat.hpp"
+
 namespace dptwin::exec {
+
+// LibTorch 2.4 keys the autocast state by device type; 1.13 has one setter
+// pair for the CPU and one for CUDA ("gpu").
+namespace {
+
+bool autocast_enabled(torch::DeviceType d) {
+#if DPTWIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::is_autocast_enabled(d);
+#else
+  return d == torch::kCPU ? at::autocast::is_cpu_enabled() : at::autocast::is_enabled();
+#endif
+}
+
+void set_autocast_enabled(torch::DeviceType d, bool on) {
+#if DPTWIN_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_enabled(d, on);
+#else
+  d == torch::kCPU ? at::autocast::set_cpu_enabled(on) : at::autocast::set_enabled(on);
+#endif
+}
+
+torch::ScalarType autocast_dtype(torch::DeviceType d) {
+#if DPTWIN_TORCH_AT_LEAST(2, 4)
+  return at::autocast::get_autocast_dtype(d);
+#else
+  return d == torch::kCPU ? at::autocast::get_autocast_cpu_dtype() : at::autocast::get_autocast_gpu_dtype();
+#endif
+}
+
+void set_autocast_dtype(torch::DeviceType d, torch::ScalarType t) {
+#if DPTWIN_TORCH_AT_LEAST(2, 4)
+  at::autocast::set_autocast_dtype(d, t);
+#else
+  d == torch::kCPU ? at::autocast::set_autocast_cpu_dtype(t) : at::autocast::set_autocast_gpu_dtype(t);
+#endif
+}
+
+}  // namespace
 
 AutocastScope::AutocastScope(bool enabled, torch::DeviceType device, torch::ScalarType dtype)
     : enabled_(enabled), device_(device) {
   if (!enabled_) return;
-  if (device_ == torch::kCPU) {
-    prev_enabled_ = at::autocast::is_cpu_enabled();
-    prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(dtype);
-    at::autocast::set_cpu_enabled(true);
-  } else {
-    prev_enabled_ = at::autocast::is_enabled();
-    prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(dtype);
-    at::autocast::set_enabled(true);
-  }
+  prev_enabled_ = autocast_enabled(device_);
+  prev_dtype_ = autocast_dtype(device_);
+  set_autocast_dtype(device_, dtype);
+  set_autocast_enabled(device_, true);
   at::autocast::increment_nesting();
 }
 
 AutocastScope::~AutocastScope() {
   if (!enabled_) return;
   if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
-  if (device_ == torch::kCPU) {
-    at::autocast::set_cpu_enabled(prev_enabled_);
-    at::autocast::set_autocast_cpu_dtype(prev_dtype_);
-  } else {
-    at::autocast::set_enabled(prev_enabled_);
-    at::autocast::set_autocast_gpu_dtype(prev_dtype_);
-  }
+  set_autocast_enabled(device_, prev_enabled_);
+  set_autocast_dtype(device_, prev_dtype_);
 }
 
 MasterWeights::MasterWeights(const std::vector<torch::Tensor>& model_params) : model_(model_params) {

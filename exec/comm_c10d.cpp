@@ -209,7 +209,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const std::string& store_sp
     auto opts = c10d::ProcessGroupGloo::Options::create(ms);
     opts->devices.push_back(device);
     opts->threads = 2;
-    return c10::intrusive_ptr<c10d::ProcessGroup>(c10::make_intrusive<c10d::ProcessGroupGloo>(s, rank, size, opts));
+    return c10::intrusive_ptr<C10dGroup>(c10::make_intrusive<c10d::ProcessGroupGloo>(s, rank, size, opts));
   };
   auto c = std::make_unique<C10dCommunicator>("gloo", store, factory, rank, size, /*reduces_bf16=*/false);
   c->set_timeout(timeout);

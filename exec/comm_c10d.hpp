@@ -1,4 +1,4 @@
-// exec/comm_c10d.hpp — a Communicator over any c10d::ProcessGroup (Gloo, NCCL).
+// exec/comm_c10d.hpp — a Communicator over a c10d process group (Gloo, NCCL).
 //
 // Exec-internal (used by comm_c10d.cpp for Gloo and comm_nccl.cpp for NCCL).
 // Completion is observed through the c10d Work's future (or, for ops without
@@ -8,19 +8,20 @@
 // non-reducing ops move such dtypes bit-exactly as int16.
 #pragma once
 
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <functional>
 
 #include "exec/comm.hpp"
 #include "exec/op_queue.hpp"
+#include "exec/torch_compat.hpp"
 
 namespace dptwin::exec {
 
 // Builds the process group of a channel named `name` ("" for the world) over `store`.
 using ProcessGroupFactory =
-    std::function<c10::intrusive_ptr<c10d::ProcessGroup>(const c10::intrusive_ptr<c10d::Store>& store)>;
+    std::function<c10::intrusive_ptr<C10dGroup>(const c10::intrusive_ptr<c10d::Store>& store)>;
 
 class C10dCommunicator final : public Communicator {
  public:
@@ -55,7 +56,7 @@ class C10dCommunicator final : public Communicator {
   std::string backend_;
   c10::intrusive_ptr<c10d::Store> store_;
   ProcessGroupFactory factory_;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  c10::intrusive_ptr<C10dGroup> pg_;
   int rank_, size_;
   bool reduces_bf16_;
   OpQueue waiter_;  // completes works whose c10d op has no future (send/recv)

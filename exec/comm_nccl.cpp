@@ -21,7 +21,7 @@ std::unique_ptr<Communicator> make_nccl_communicator(const std::string& store_sp
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = ms;
     opts->is_high_priority_stream = false;
-    return c10::intrusive_ptr<c10d::ProcessGroup>(c10::make_intrusive<c10d::ProcessGroupNCCL>(s, rank, size, opts));
+    return c10::intrusive_ptr<C10dGroup>(c10::make_intrusive<c10d::ProcessGroupNCCL>(s, rank, size, opts));
   };
   auto c = std::make_unique<C10dCommunicator>("nccl", store, factory, rank, size, /*reduces_bf16=*/true);
   c->set_timeout(timeout);

@@ -32,6 +32,10 @@ const std::vector<OptionRow>& exec_option_table() {
        {"fp32", "bf16", "fp16"}},
       {"--amp", "mixed precision level (auto: o2 for dps+amp, o1 for horovod+amp)", &O::amp,
        {"auto", "none", "o1", "o2"}},
+      {"--device",
+       "where the model runs: cuda (cuda:LOCAL_RANK), cpu, or auto (the rank's GPU under nccl, the GPU for single "
+       "when one is visible, else the CPU)",
+       &O::device, {"auto", "cpu", "cuda"}},
       {"--model", "GPT-2 preset (tiny, small, paper, gpt2, gpt2-medium, ...)", &O::model, {}},
       {"--seq-len", "tokens per sample (0: the model's n_ctx)", &O::seq_len, {}},
       {"--steps", "optimizer steps", &O::steps, {}},
@@ -172,8 +176,11 @@ void validate_exec_options(const ExecOptions& o) {
        "only meaningful for horovod strategies");
   need(!o.hvd_ring || strategy_kind(o) == StrategyKind::Horovod, "--hvd-ring", "only meaningful for horovod strategies");
   const std::string amp = resolved_amp(o);
-  need(!(amp != "none" && o.precision == "fp16" && o.backend != "nccl"), "--precision",
-       "fp16 with loss scaling needs CUDA (backend nccl); use bf16 on CPU");
+  const bool on_cpu = o.device == "cpu" || (o.device == "auto" && o.backend != "nccl" && o.strategy != "single" &&
+                                            o.devices_per_process == 1);
+  need(!(amp != "none" && o.precision == "fp16" && on_cpu), "--precision",
+       "fp16 with loss scaling needs CUDA (--device cuda or backend nccl); use bf16 on CPU");
+  need(!(o.backend == "nccl" && o.device == "cpu"), "--device", "backend nccl reduces CUDA tensors: not --device cpu");
   need(!(o.precision == "fp16" && amp == "none"), "--precision", "fp16 needs --amp o1 or o2");
   need(o.backend != "nccl" || o.strategy != "single", "--backend", "single runs without a backend");
   if (!o.fault.empty()) {

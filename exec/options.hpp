@@ -29,6 +29,8 @@ struct ExecOptions {
   std::string backend = "gloo";    // mpi | gloo | nccl | fake (fake: in-process, tests only)
   std::string precision = "fp32";  // fp32 | bf16 | fp16: the half type used when amp is on
   std::string amp = "auto";        // auto | none | o1 | o2 (auto: o2 for dps+amp, o1 for horovod+amp, else none)
+  std::string device = "auto";     // auto | cpu | cuda (auto: the rank's GPU under nccl, the GPU for single when
+                                   // one is visible, else the CPU)
   std::string model = "tiny";      // a models/ preset name (tiny, small, paper, gpt2, ...)
   int seq_len = 0;                 // tokens per sample; 0 = the model's n_ctx
   int steps = 20;                  // optimizer steps to run (including measurement warm-up)

@@ -55,6 +55,7 @@ json to_json(const RankReport& r) {
   for (const auto& s : r.spans)
     spans.push_back({s.name, s.stream, s.step, s.launch_ns, s.start_ns, s.end_ns, s.bytes});
   return {{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"peak_rss_bytes", r.peak_rss_bytes},
+          {"device_peak_bytes", r.device_peak_bytes},
           {"param_checksum", r.param_checksum}, {"steps", steps}, {"spans", spans}};
 }
 
@@ -64,6 +65,7 @@ RankReport rank_report_from_json(const json& j) {
   r.host = j.at("host").get<std::string>();
   r.pid = j.at("pid").get<int>();
   r.peak_rss_bytes = j.at("peak_rss_bytes").get<int64_t>();
+  r.device_peak_bytes = j.value("device_peak_bytes", int64_t{0});
   r.param_checksum = j.at("param_checksum").get<double>();
   for (const auto& s : j.at("steps"))
     r.steps.push_back({s.at("step").get<int>(), s.at("loss").get<double>(), s.at("lr").get<double>(),
@@ -152,14 +154,16 @@ json make_result(const RunInfo& info, const std::vector<RankReport>& reports) {
   json ph;
   for (const auto& [name, v] : phase_samples) ph[name + "_s"] = to_json(compute_stats(v));
   summary["phases"] = ph;
-  int64_t peak = 0;
+  int64_t peak = 0, device_peak = 0;
   json rss = json::array();
   for (const auto& r : reports) {
     peak = std::max(peak, r.peak_rss_bytes);
+    device_peak = std::max(device_peak, r.device_peak_bytes);
     rss.push_back(r.peak_rss_bytes);
   }
   summary["peak_rss_bytes"] = peak;
   summary["peak_rss_bytes_per_rank"] = rss;
+  summary["device_peak_bytes"] = device_peak;
   summary["loss_first"] = losses.empty() ? 0.0 : losses.front();
   summary["loss_last"] = losses.empty() ? 0.0 : losses.back();
   bool identical = true;
@@ -178,7 +182,7 @@ json make_result(const RunInfo& info, const std::vector<RankReport>& reports) {
   json ranks = json::array();
   for (const auto& r : reports)
     ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"peak_rss_bytes", r.peak_rss_bytes},
-                     {"param_checksum", r.param_checksum}});
+                     {"device_peak_bytes", r.device_peak_bytes}, {"param_checksum", r.param_checksum}});
 
   return {{"schema", "dptwin.exec.result/1"},
           {"versions", info.versions},

@@ -35,6 +35,7 @@ struct RankReport {
   std::string host;
   int pid = 0;
   int64_t peak_rss_bytes = 0;
+  int64_t device_peak_bytes = 0;  // CUDA caching allocator high-water mark (0 on CPU)
   double param_checksum = 0;  // sum of |p| over parameters at the end (replica agreement)
   std::vector<StepSample> steps;
   std::vector<Span> spans;

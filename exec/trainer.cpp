@@ -2,6 +2,7 @@
 #include "exec/trainer.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -20,8 +21,38 @@
 #include "exec/token_data.hpp"
 #include "models/gpt2.hpp"
 
+#ifdef DPTWIN_HAVE_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 namespace dptwin::exec {
 namespace {
+
+// On a CUDA device a phase's kernels are only queued when the host leaves it:
+// waiting for the compute stream ends the phase's span with its kernels (the
+// streams NCCL communicates on are not waited for, so overlap stays).
+void wait_for_compute(const std::vector<torch::Device>& devices) {
+#ifdef DPTWIN_HAVE_CUDA
+  for (const auto& d : devices)
+    if (d.is_cuda()) c10::cuda::getCurrentCUDAStream(d.index()).synchronize();
+#else
+  (void)devices;
+#endif
+}
+
+// High-water mark of the CUDA caching allocator over `devices` (0 on CPU).
+int64_t device_peak_bytes(const std::vector<torch::Device>& devices) {
+  int64_t peak = 0;
+#ifdef DPTWIN_HAVE_CUDA
+  for (const auto& d : devices)
+    if (d.is_cuda())
+      peak = std::max<int64_t>(peak, c10::cuda::CUDACachingAllocator::getDeviceStats(d.index()).allocated_bytes[0].peak);
+#else
+  (void)devices;
+#endif
+  return peak;
+}
 
 // --fault kill:R:S | stall:R:S | exit:R:S | nan:S
 struct Fault {
@@ -54,14 +85,30 @@ void trigger_fault(const Fault& f, int rank, int step) {
   if (f.kind == "stall") std::this_thread::sleep_for(std::chrono::hours(1));
 }
 
-// The device of a rank under NCCL: cuda:<local rank> (LOCAL_RANK from the
-// launcher/torchrun, OpenMPI's or Slurm's local id), else rank modulo GPUs.
-torch::Device rank_device(const Communicator* comm) {
-  if (!comm || comm->backend() != "nccl") return torch::Device(torch::kCPU);
+// cuda:<local rank>: LOCAL_RANK from the launcher/torchrun, OpenMPI's or
+// Slurm's local id, else the rank, modulo the visible GPUs.
+torch::Device local_gpu(const Communicator* comm) {
   const int64_t gpus = std::max<int64_t>(1, torch::cuda::device_count());
   for (const char* var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
     if (const char* v = std::getenv(var)) return torch::Device(torch::kCUDA, static_cast<int16_t>(std::atoi(v) % gpus));
-  return torch::Device(torch::kCUDA, static_cast<int16_t>(comm->rank() % gpus));
+  return torch::Device(torch::kCUDA, static_cast<int16_t>((comm ? comm->rank() : 0) % gpus));
+}
+
+// The device a rank trains on (--device): the CPU or its local GPU. auto: the
+// GPU under NCCL, and for single when one is visible.
+torch::Device rank_device(const Communicator* comm, const ExecOptions& o) {
+  const bool nccl = comm && comm->backend() == "nccl";
+  const bool cuda = o.device == "cuda" || nccl || (o.device == "auto" && !comm && torch::cuda::is_available());
+  if (!cuda) {
+    if (resolved_half_dtype(o) == "fp16" && resolved_amp(o) != "none")
+      throw TrainingError("fp16 with loss scaling runs on a CUDA device; this run is on the CPU (use bf16)");
+    return torch::Device(torch::kCPU);
+  }
+  if (!torch::cuda::is_available())
+    throw TrainingError(fmt::format("{} needs a CUDA device, and this dptwin-exec sees none (built without CUDA, "
+                                    "or no GPU visible)",
+                                    nccl ? "backend nccl" : "--device cuda"));
+  return local_gpu(comm);
 }
 
 models::Gpt2Config model_config(const ExecOptions& o) {
@@ -113,7 +160,7 @@ class Trainer {
     world_ = comm ? comm->size() : 1;
     amp_ = resolved_amp(o);
     half_ = half_type(o);
-    device_ = rank_device(comm);
+    device_ = rank_device(comm, o);
     if (o.devices_per_process > 1) {
       replica_devices_ = replica_devices(o.devices_per_process);
       device_ = replica_devices_[0];
@@ -302,6 +349,7 @@ class Trainer {
           loss = model_->loss(x, y);
         }
         if (fault_.kind == "nan" && fault_.step == step) loss = loss * std::numeric_limits<float>::quiet_NaN();
+        wait_for_compute(compute_devices());
       }
       loss_sum += loss.item<double>();
       trigger_fault(fault_, rank_, step);
@@ -313,6 +361,7 @@ class Trainer {
         } else {
           (loss * (scale / o_.grad_accum)).backward();
         }
+        wait_for_compute(compute_devices());
       }
     }
     s.loss = loss_sum / o_.grad_accum;
@@ -344,6 +393,11 @@ class Trainer {
     s.grad_norm = clip_grad_norm(grads, o_.clip);
     optimizer_->step();
     if (master_) master_->copy_params_to_model();
+    wait_for_compute(compute_devices());
+  }
+
+  std::vector<torch::Device> compute_devices() const {
+    return replica_devices_.empty() ? std::vector<torch::Device>{device_} : replica_devices_;
   }
 
   int resume() {
@@ -391,6 +445,7 @@ class Trainer {
     ::gethostname(host, sizeof host - 1);
     report_.host = host;
     report_.peak_rss_bytes = peak_rss_bytes();
+    report_.device_peak_bytes = device_peak_bytes(compute_devices());
     report_.spans = rec_.spans();
     if (rank_ == 0 && !o_.final_params.empty()) {
       torch::serialize::OutputArchive ar;
@@ -448,7 +503,7 @@ std::vector<RankReport> gather_reports(Communicator* comm, const RankReport& min
   if (!comm || comm->size() == 1) return {mine};
   const auto timeout = comm->timeout();
   // NCCL moves device memory only: stage the text through the GPU there.
-  const auto device = rank_device(comm);
+  const auto device = comm->backend() == "nccl" ? local_gpu(comm) : torch::Device(torch::kCPU);
   if (comm->rank() != 0) {
     const std::string text = to_json(mine).dump();
     auto len = torch::tensor({static_cast<int64_t>(text.size())}, torch::kLong).to(device);

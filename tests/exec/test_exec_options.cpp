@@ -101,6 +101,10 @@ TEST_CASE("bad input names the flag") {
   CHECK(error_of({"--model", "tiny", "--seq-len", "4096"}).find("--seq-len") != std::string::npos);
   CHECK(error_of({"--steps", "3", "--warmup-steps", "3"}).find("--warmup-steps") != std::string::npos);
   CHECK(error_of({"--precision", "fp16", "--amp", "o1"}).find("needs CUDA") != std::string::npos);
+  CHECK(error_of({"--precision", "fp16", "--amp", "o2", "--device", "cpu", "--strategy", "single"}).find("needs CUDA") !=
+        std::string::npos);
+  CHECK(error_of({"--backend", "nccl", "--device", "cpu"}).find("--device") != std::string::npos);
+  CHECK(error_of({"--device", "tpu"}).find("--device") != std::string::npos);
   CHECK(error_of({"--double-step"}).find("--double-step") != std::string::npos);
   CHECK(error_of({"--resume"}).find("--checkpoint-dir") != std::string::npos);
   CHECK(error_of({"--no-such-flag"}).find("no-such-flag") != std::string::npos);

@@ -74,6 +74,7 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
     RankReport rep;
     rep.rank = r;
     rep.peak_rss_bytes = 100 + r;
+    rep.device_peak_bytes = r == 0 ? 7000 : 5000;
     rep.param_checksum = 42;
     for (int s = 0; s < 4; ++s) {
       rep.steps.push_back({s, 5.0 - s + r, 1e-3, 1.0, false});
@@ -96,6 +97,7 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
   CHECK(s["step_time_s"]["median"].get<double>() == doctest::Approx(0.15));  // rank 1: (1 + 0.5)·0.1 s
   CHECK(s["tokens_per_s"].get<double>() == doctest::Approx(1000 / 0.15));
   CHECK(s["peak_rss_bytes"] == 101);
+  CHECK(s["device_peak_bytes"] == 7000);  // max over ranks, like the RSS
   CHECK(s["replicas_identical"] == true);
   CHECK(j["steps"][2]["loss"].get<double>() == doctest::Approx(3.5));  // mean of ranks: (3 + 4) / 2
   CHECK(j["steps"][0]["measured"] == false);
@@ -114,4 +116,5 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
   const auto back = rank_report_from_json(to_json(rank(1, 0.5)));
   CHECK(back.spans.size() == 12);
   CHECK(back.steps[3].loss == doctest::Approx(3.0));
+  CHECK(back.device_peak_bytes == 5000);
 }
