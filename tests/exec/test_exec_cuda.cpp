@@ -22,6 +22,7 @@
 #include "exec/process.hpp"
 #include "models/gpt2.hpp"
 #include "temp_dir.hpp"
+#include "worker_helpers.hpp"
 
 using namespace dptwin;
 using namespace dptwin::exec;
@@ -32,25 +33,11 @@ namespace {
 
 void require_gpu() { REQUIRE_MESSAGE(torch::cuda::is_available(), "exec_cuda needs a visible CUDA device"); }
 
-std::string worker() {
-  const char* w = std::getenv("DPTWIN_EXEC_WORKER");
-  REQUIRE_MESSAGE(w != nullptr, "DPTWIN_EXEC_WORKER must point at dptwin-exec");
-  return w;
-}
-
 GroupOutcome run_worker(std::vector<std::string> args, double timeout_s = 180) {
   std::vector<std::string> argv{worker(), "--model", "tiny", "--synthetic-tokens", "32768", "--comm-timeout-s", "30",
                                 "--launch-timeout-s", std::to_string(static_cast<int>(timeout_s))};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process_group({ProcessSpec{argv, {}, "dptwin-exec"}}, timeout_s + 30);
-}
-
-nlohmann::json load_json(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), "no result at " << path);
-  nlohmann::json j;
-  in >> j;
-  return j;
 }
 
 }  // namespace

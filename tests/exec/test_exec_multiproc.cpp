@@ -18,18 +18,13 @@
 #include "exec/comm.hpp"
 #include "exec/process.hpp"
 #include "temp_dir.hpp"
+#include "worker_helpers.hpp"
 
 using namespace dptwin::exec;
 namespace fs = std::filesystem;
 using dptwin::testing::TempDir;
 
 namespace {
-
-std::string worker() {
-  const char* w = std::getenv("DPTWIN_EXEC_WORKER");
-  REQUIRE_MESSAGE(w != nullptr, "DPTWIN_EXEC_WORKER must point at dptwin-exec");
-  return w;
-}
 
 bool mpirun_available() { return mpi_available() && std::system("mpirun --version > /dev/null 2>&1") == 0; }
 
@@ -63,14 +58,6 @@ Run exec(std::vector<std::string> args, double timeout_s = 120) {
   r.outcome = run_process_group({ProcessSpec{argv, {}, "dptwin-exec"}}, timeout_s + 30);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
-}
-
-nlohmann::json load_json(const std::string& path) {
-  std::ifstream in(path);
-  REQUIRE_MESSAGE(in.good(), "no result at " << path);
-  nlohmann::json j;
-  in >> j;
-  return j;
 }
 
 }  // namespace
