@@ -521,22 +521,32 @@ class RoundSamples {
 // Every collective of the comm interface by message size, and the
 // parameter-server round (reduce to rank 0 + broadcast). A figure is the
 // median of its rounds' medians (`seconds`), and their mean (`mean_s`, what
-// the fit prices: on shared cores a round lands in one of two modes).
+// the fit prices: on shared cores a round lands in one of two modes). Sizes
+// up to kSmallBytes are read again later in the round (`small_round`): a mode
+// lasts seconds, so one read per round gave their mean three states to
+// average, and two calibrations' small-message tables (Horovod's fusion
+// buffers and negotiations, the tiny model's buckets) moved their
+// predictions by 9-11% (rb18); the extra reads cost about a second a round.
 class CollectiveSweep {
  public:
-  void round(const Args& a, RankCtx& c, int r) {
+  static constexpr double kSmallBytes = 1 << 20;
+
+  void round(const Args& a, RankCtx& c, int r) { sweep(a, c, r, a.max_bytes, r > 0); }
+  void small_round(const Args& a, RankCtx& c, int r) { sweep(a, c, r, std::min(a.max_bytes, kSmallBytes), true); }
+
+ private:
+  void sweep(const Args& a, RankCtx& c, int r, double up_to, bool warm) {
     const int n = c.size;
     const double budget = a.budget_s / a.rounds;
-    size_t next = 0;
     auto rec = [&](const char* kind, double bytes, const std::function<dptwin::exec::WorkPtr()>& fn) {
-      if (next == cases_.size()) cases_.push_back({kind, bytes, {}, {}, 0});
-      Case& k = cases_[next++];
-      const json t = time_collective(a, c, fn, budget, r > 0);
-      k.round_s.add(r, t["seconds"].get<double>());
-      k.min_s.add(r, t["min_s"].get<double>());
-      k.reps += t["reps"].get<int>();
+      auto it = std::find_if(cases_.begin(), cases_.end(), [&](const Case& k) { return k.kind == kind && k.bytes == bytes; });
+      if (it == cases_.end()) it = cases_.insert(cases_.end(), Case{kind, bytes, {}, {}, 0});
+      const json t = time_collective(a, c, fn, budget, warm);
+      it->round_s.add(r, t["seconds"].get<double>());
+      it->min_s.add(r, t["min_s"].get<double>());
+      it->reps += t["reps"].get<int>();
     };
-    for (double bytes = a.min_bytes; bytes <= a.max_bytes * 1.0001; bytes *= 4) {
+    for (double bytes = a.min_bytes; bytes <= up_to * 1.0001; bytes *= 4) {
       const int64_t numel = static_cast<int64_t>(bytes / 4);
       auto buf = torch::ones({numel});
       auto piece = torch::ones({std::max<int64_t>(numel / n, 1)});
@@ -553,23 +563,33 @@ class CollectiveSweep {
     }
   }
 
+ public:
+  // A round's figure is the mean of its reads (one, or three for small
+  // messages); `rounds_s` lists them, `reads_s` every read in round order.
   void write(RankCtx& c, json& rows, const std::vector<bool>& use) const {
     for (const Case& k : cases_) {
-      const std::vector<double> all = k.round_s.pooled(std::vector<bool>(use.size(), true));
-      const std::vector<double> mins = k.min_s.pooled(use), used = k.round_s.pooled(use);
+      std::vector<double> per_round, used;
+      for (size_t r = 0; r < k.round_s.rounds().size(); ++r) {
+        const auto& reads = k.round_s.rounds()[r];
+        per_round.push_back(std::accumulate(reads.begin(), reads.end(), 0.0) / static_cast<double>(reads.size()));
+        if (use.at(r)) used.push_back(per_round.back());
+      }
+      const std::vector<double> mins = k.min_s.pooled(use);
       json row = {{"kind", k.kind},
                   {"backend", c.comm->backend()},
                   {"ranks", c.size},
                   {"bytes", k.bytes},
-                  {"seconds", k.round_s.median_of(use)},
+                  {"seconds", median(used)},
                   {"mean_s", std::accumulate(used.begin(), used.end(), 0.0) / static_cast<double>(used.size())},
-                  {"rounds_s", all},
+                  {"rounds_s", per_round},
+                  {"reads_s", k.round_s.pooled(std::vector<bool>(use.size(), true))},
                   {"reps", k.reps},
                   {"min_s", *std::min_element(mins.begin(), mins.end())}};
       if (c.rank == 0)
         std::cerr << fmt::format("  {} {} ranks {} {:>10.0f} B: {:.6f} s (rounds {:.6f}..{:.6f})\n", k.kind,
                                  c.comm->backend(), c.size, k.bytes, row["seconds"].get<double>(),
-                                 *std::min_element(all.begin(), all.end()), *std::max_element(all.begin(), all.end()));
+                                 *std::min_element(per_round.begin(), per_round.end()),
+                                 *std::max_element(per_round.begin(), per_round.end()));
       rows.push_back(row);
     }
   }
@@ -1027,6 +1047,7 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
     if (!sync_only) {
       sweep.round(a, c, r);
       sharing.round(a, c, r);
+      sweep.small_round(a, c, r);  // small messages: two more reads, seconds apart
     }
     if (multi && !sync_only) {
       overlap.round(a, c, r);
@@ -1036,6 +1057,7 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
       sync.round(c, r);
       sync.sharing_round(c, r);
     }
+    if (!sync_only) sweep.small_round(a, c, r);
     steal.push_back(allmax(c, dptwin::steal_pct(before, dptwin::read_cpu_times())));
   }
   const std::vector<bool> use = dptwin::calm_rounds(steal);

@@ -53,6 +53,9 @@ with tempfile.TemporaryDirectory() as tmp:
         check(comm["rounds"] == 3 and len(comm["rounds_steal_pct"]) == 3
               and used == (calm if any(calm) else [True] * 3) and comm["collectives"]
               and all(len(r["rounds_s"]) == 3
+                      and len(r["reads_s"]) == 3 * (3 if r["bytes"] <= 1 << 20 else 1)
+                      and all(abs(r["rounds_s"][i] - sum(r["reads_s"][i * len(r["reads_s"]) // 3:(i + 1) * len(r["reads_s"]) // 3])
+                                  / (len(r["reads_s"]) // 3)) <= 1e-12 for i in range(3))
                       and abs(r["seconds"] - med([x for x, u in zip(r["rounds_s"], used) if u])) <= 1e-12
                       and abs(r["mean_s"] - sum(x for x, u in zip(r["rounds_s"], used) if u) / k_used) <= 1e-12
                       for r in comm["collectives"])
@@ -61,7 +64,8 @@ with tempfile.TemporaryDirectory() as tmp:
               and comm["concurrency"]["pairs"] == 3 * k_used and comm["overlap"]["pairs"] == 4 * k_used
               and comm["horovod_loop"]["pairs"] == 5 * k_used,
               "the comm run measures every probe in 3 rounds and keeps the calm ones (steal %s, used %s): "
-              "collectives at the median and the mean of their rounds' medians, the pair probes and sync skeletons pooled"
+              "collectives at the median and the mean of their rounds (a round: the mean of its reads, three for "
+              "messages up to 1 MiB), the pair probes and sync skeletons pooled"
               % (comm["rounds_steal_pct"], used))
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
