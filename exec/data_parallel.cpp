@@ -13,8 +13,8 @@
 
 namespace dptwin::exec {
 
-std::vector<torch::Device> replica_devices(int k) {
-  if (torch::cuda::is_available()) {
+std::vector<torch::Device> replica_devices(int k, bool cuda) {
+  if (cuda) {
     const int64_t gpus = static_cast<int64_t>(torch::cuda::device_count());
     if (gpus < k)
       throw std::runtime_error(fmt::format("--devices-per-process {} but only {} CUDA devices are visible", k, gpus));

@@ -46,9 +46,9 @@
 
 namespace dptwin::exec {
 
-// cuda:0..k-1 when CUDA is available (throws std::runtime_error if fewer than k
-// GPUs), else k times the CPU.
-std::vector<torch::Device> replica_devices(int k);
+// cuda:0..k-1 when `cuda` (throws std::runtime_error if fewer than k GPUs are
+// visible), else k times the CPU.
+std::vector<torch::Device> replica_devices(int k, bool cuda);
 
 // Runs fn(0..n-1) in parallel: fn(0) on the caller, the others on persistent
 // threads (one per extra replica, each with its own intra-op thread count).

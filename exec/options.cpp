@@ -176,9 +176,7 @@ void validate_exec_options(const ExecOptions& o) {
        "only meaningful for horovod strategies");
   need(!o.hvd_ring || strategy_kind(o) == StrategyKind::Horovod, "--hvd-ring", "only meaningful for horovod strategies");
   const std::string amp = resolved_amp(o);
-  const bool on_cpu = o.device == "cpu" || (o.device == "auto" && o.backend != "nccl" && o.strategy != "single" &&
-                                            o.devices_per_process == 1);
-  need(!(amp != "none" && o.precision == "fp16" && on_cpu), "--precision",
+  need(!(amp != "none" && o.precision == "fp16" && device_placement(o) == "cpu"), "--precision",
        "fp16 with loss scaling needs CUDA (--device cuda or backend nccl); use bf16 on CPU");
   need(!(o.backend == "nccl" && o.device == "cpu"), "--device", "backend nccl reduces CUDA tensors: not --device cpu");
   need(!(o.precision == "fp16" && amp == "none"), "--precision", "fp16 needs --amp o1 or o2");
@@ -228,6 +226,13 @@ std::string resolved_amp(const ExecOptions& o) {
 std::string resolved_half_dtype(const ExecOptions& o) {
   if (o.precision == "fp16") return "fp16";
   return "bf16";
+}
+
+std::string device_placement(const ExecOptions& o) {
+  if (o.device != "auto") return o.device;
+  if (o.backend == "nccl") return "cuda";
+  if (o.strategy == "single" || o.devices_per_process > 1) return "cuda_if_visible";
+  return "cpu";
 }
 
 std::vector<std::string> to_args(const ExecOptions& o) {

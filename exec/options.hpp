@@ -120,6 +120,9 @@ StrategyKind strategy_kind(const ExecOptions& o);
 CommBackend comm_backend(const ExecOptions& o);
 std::string resolved_amp(const ExecOptions& o);        // none | o1 | o2
 std::string resolved_half_dtype(const ExecOptions& o);  // bf16 | fp16 (meaningful when amp != none)
+// Where --device puts a rank: cpu | cuda | cuda_if_visible (auto for single
+// and in-process sps replicas: the GPU when one is visible at run time).
+std::string device_placement(const ExecOptions& o);
 
 // Back to command-line arguments (only fields that differ from the defaults),
 // e.g. to forward a parsed configuration to worker processes.

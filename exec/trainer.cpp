@@ -94,12 +94,10 @@ torch::Device local_gpu(const Communicator* comm) {
   return torch::Device(torch::kCUDA, static_cast<int16_t>((comm ? comm->rank() : 0) % gpus));
 }
 
-// The device a rank trains on (--device): the CPU or its local GPU. auto: the
-// GPU under NCCL, and for single when one is visible.
+// The device a rank trains on (device_placement: --device, auto resolved).
 torch::Device rank_device(const Communicator* comm, const ExecOptions& o) {
-  const bool nccl = comm && comm->backend() == "nccl";
-  const bool cuda = o.device == "cuda" || nccl || (o.device == "auto" && !comm && torch::cuda::is_available());
-  if (!cuda) {
+  const std::string where = device_placement(o);
+  if (where == "cpu" || (where == "cuda_if_visible" && !torch::cuda::is_available())) {
     if (resolved_half_dtype(o) == "fp16" && resolved_amp(o) != "none")
       throw TrainingError("fp16 with loss scaling runs on a CUDA device; this run is on the CPU (use bf16)");
     return torch::Device(torch::kCPU);
@@ -107,7 +105,7 @@ torch::Device rank_device(const Communicator* comm, const ExecOptions& o) {
   if (!torch::cuda::is_available())
     throw TrainingError(fmt::format("{} needs a CUDA device, and this dptwin-exec sees none (built without CUDA, "
                                     "or no GPU visible)",
-                                    nccl ? "backend nccl" : "--device cuda"));
+                                    o.backend == "nccl" ? "backend nccl" : "--device cuda"));
   return local_gpu(comm);
 }
 
@@ -162,9 +160,10 @@ class Trainer {
     half_ = half_type(o);
     device_ = rank_device(comm, o);
     if (o.devices_per_process > 1) {
-      replica_devices_ = replica_devices(o.devices_per_process);
+      replica_devices_ = replica_devices(o.devices_per_process, device_.is_cuda());
       device_ = replica_devices_[0];
     }
+    compute_devices_ = replica_devices_.empty() ? std::vector<torch::Device>{device_} : replica_devices_;
     load_data();
     build_model();
     build_optimizer();
@@ -349,7 +348,7 @@ class Trainer {
           loss = model_->loss(x, y);
         }
         if (fault_.kind == "nan" && fault_.step == step) loss = loss * std::numeric_limits<float>::quiet_NaN();
-        wait_for_compute(compute_devices());
+        wait_for_compute(compute_devices_);
       }
       loss_sum += loss.item<double>();
       trigger_fault(fault_, rank_, step);
@@ -361,7 +360,7 @@ class Trainer {
         } else {
           (loss * (scale / o_.grad_accum)).backward();
         }
-        wait_for_compute(compute_devices());
+        wait_for_compute(compute_devices_);
       }
     }
     s.loss = loss_sum / o_.grad_accum;
@@ -393,12 +392,9 @@ class Trainer {
     s.grad_norm = clip_grad_norm(grads, o_.clip);
     optimizer_->step();
     if (master_) master_->copy_params_to_model();
-    wait_for_compute(compute_devices());
+    wait_for_compute(compute_devices_);
   }
 
-  std::vector<torch::Device> compute_devices() const {
-    return replica_devices_.empty() ? std::vector<torch::Device>{device_} : replica_devices_;
-  }
 
   int resume() {
     auto* opt = strategy_->runs_optimizer() ? optimizer_.get() : nullptr;
@@ -445,7 +441,7 @@ class Trainer {
     ::gethostname(host, sizeof host - 1);
     report_.host = host;
     report_.peak_rss_bytes = peak_rss_bytes();
-    report_.device_peak_bytes = device_peak_bytes(compute_devices());
+    report_.device_peak_bytes = device_peak_bytes(compute_devices_);
     report_.spans = rec_.spans();
     if (rank_ == 0 && !o_.final_params.empty()) {
       torch::serialize::OutputArchive ar;
@@ -485,6 +481,7 @@ class Trainer {
   std::unique_ptr<MasterWeights> master_;
   std::unique_ptr<LossScaler> scaler_;
   std::vector<torch::Device> replica_devices_;  // sps in one process (empty otherwise)
+  std::vector<torch::Device> compute_devices_;  // the replicas', else device_: what a phase waits for
   std::unique_ptr<DataParallel> replicas_;
   std::unique_ptr<torch::optim::AdamW> optimizer_;
   LrSchedule schedule_;

@@ -150,3 +150,16 @@ TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
   o = parse({"--np", "4", "--backend", "fake"});
   CHECK(plan_launch(o, {}, "/bin/worker", "/tmp/x").size() == 1);  // ranks are threads
 }
+
+TEST_CASE("device placement: --device, and auto by backend, strategy and in-process replicas") {
+  CHECK(device_placement(parse({})) == "cpu");  // dps over gloo
+  CHECK(device_placement(parse({"--strategy", "single"})) == "cuda_if_visible");
+  CHECK(device_placement(parse({"--strategy", "sps", "--devices-per-process", "2", "--micro-batch", "4"})) ==
+        "cuda_if_visible");
+  CHECK(device_placement(parse({"--backend", "nccl", "--np", "2"})) == "cuda");
+  CHECK(device_placement(parse({"--strategy", "single", "--device", "cpu"})) == "cpu");
+  CHECK(device_placement(parse({"--device", "cuda"})) == "cuda");
+  // fp16 is refused exactly where the placement is the CPU.
+  CHECK_NOTHROW(parse({"--strategy", "single", "--precision", "fp16", "--amp", "o1"}));
+  CHECK_NOTHROW(parse({"--device", "cuda", "--precision", "fp16", "--amp", "o1"}));
+}
