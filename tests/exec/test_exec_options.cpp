@@ -62,7 +62,7 @@ TEST_CASE("option table: unique long flags, help text, every field reachable") {
   CHECK(back.np == 4);
   CHECK(back.backend == "mpi");
   CHECK(back.micro_batch == 3);
-  CHECK(back.lr == doctest::Approx(1.25e-3));
+  CHECK(back.lr == doctest::Approx(1.25e-3).scale(0));
   CHECK_FALSE(back.broadcast_buffers);
   CHECK_FALSE(back.rebuild_buckets);
   CHECK(back.double_step);

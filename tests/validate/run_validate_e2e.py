@@ -43,6 +43,12 @@ with tempfile.TemporaryDirectory() as tmp:
                   for r in cdoc["compute"] + cdoc["optimizer"] + cdoc["memcpy"])
               and set(cdoc["dispatch_probe"]) == set(cdoc["dispatch"]),
               "every compute case carries a probe reading of its class")
+        reads = cdoc.get("dispatch_reads", {})
+        check(set(reads) == set(cdoc["dispatch"])
+              and all(len(v) == 3 and all(r["seconds"] > 0 and r["probe"]["class"] == "dispatch" and r["probe"]["s"] > 0
+                                          for r in v) for v in reads.values())
+              and all(cdoc["dispatch"][k] == reads[k][1]["seconds"] for k in reads),
+              "every dispatch figure is read three times (start, middle, end), each next to a dispatch probe reading")
         comm = json.load(open(os.path.join(tmp, "quick.raw", "comm-gloo-2.json")))
         def med(v):
             v = sorted(v)
@@ -96,8 +102,14 @@ with tempfile.TemporaryDirectory() as tmp:
                   and all(abs(m["seconds"] - (at_ref(a) + at_ref(b)) / 2) <= 1e-12 + 1e-9 * m["seconds"]
                           for a, b, m in zip(d0["compute"], d1["compute"], dm["compute"])),
                   "the fitted document holds the medians of the passes rescaled to their common probe speed")
+            med3 = lambda rs: sorted(at_ref(r) for r in rs)[1]
+            check(all(abs(dm["dispatch"][k] - (med3(d0["dispatch_reads"][k]) + med3(d1["dispatch_reads"][k])) / 2)
+                      <= 1e-15 + 1e-9 * dm["dispatch"][k] for k in d0.get("dispatch_reads", {}))
+                  and len(d0.get("dispatch_reads", {})) == 4,
+                  "a dispatch figure is the median of its three reads at the common speed (then of the passes)")
             n_read = lambda d: sum(1 for sec in ("compute", "optimizer", "memcpy", "autocast_linear") for r in d.get(sec, [])
-                                   for k in ("probe", "fp32_probe", "o1_probe") if k in r) + len(d.get("dispatch_probe", {}))
+                                   for k in ("probe", "fp32_probe", "o1_probe") if k in r) \
+                + sum(len(v) for v in d.get("dispatch_reads", {}).values())
             check(len(dm.get("probe_readings", [])) == n_read(d0) + n_read(d1) > 0,
                   "the median document keeps both passes' probe readings (the profile's speed states)")
             check("speed_states:" in open(os.path.join(tmp, "two.yaml")).read(), "the profile has speed states")

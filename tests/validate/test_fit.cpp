@@ -159,9 +159,9 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   CHECK(gelu_s(p.activation_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(6e-4).epsilon(0.01));
   CHECK(gelu_s(p.activation_half, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(1.2e-3).epsilon(0.01));
   CHECK(gelu_s(p.activation_half_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(1.8e-3).epsilon(0.01));
-  CHECK(p.speed_reference.matmul_s == doctest::Approx(6e-3));
-  CHECK(p.speed_reference.elementwise_s == doctest::Approx(2e-4));
-  CHECK(p.speed_reference.dispatch_s == doctest::Approx(4e-6));
+  CHECK(p.speed_reference.matmul_s == doctest::Approx(6e-3).scale(0));
+  CHECK(p.speed_reference.elementwise_s == doctest::Approx(2e-4).scale(0));
+  CHECK(p.speed_reference.dispatch_s == doctest::Approx(4e-6).scale(0));
   // O1 linear: per-GEMM rate 60 GFLOP/s against the fitted bf16 peak.
   REQUIRE_FALSE(p.matmul_o1.table.empty());
   CHECK(1e8 / (p.spec.bf16_peak.value() * p.matmul_o1.at(1e8)) == doctest::Approx(1e8 / 60e9).epsilon(0.01));
@@ -183,15 +183,15 @@ TEST_CASE("speed normalisation: every probed figure rescaled to the readings' me
                                          {"o1_probe", probe("matmul_bf16", 0.1)}}});
   const SpeedReference ref = probe_reference({doc});
   CHECK(ref.at("matmul") == doctest::Approx(1.0));       // median of 1, 2, 1, 1
-  CHECK(ref.at("dispatch") == doctest::Approx(2e-6));    // median of 4, 2, 2 us
+  CHECK(ref.at("dispatch") == doctest::Approx(2e-6).scale(0));    // median of 4, 2, 2 us
   CHECK(ref.at("matmul_bf16") == doctest::Approx(0.1));
   const json n = normalized_to_speed(doc, ref);
   CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(1.0));
   CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(2.0));  // the slow phase's 4 s at the common speed
   CHECK(n["compute"][1]["min_s"].get<double>() == doctest::Approx(1.8));
-  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(0.5e-6));
-  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(3e-6));
-  CHECK(n["dispatch"]["plain_s"].get<double>() == doctest::Approx(6e-6));
+  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(0.5e-6).scale(0));
+  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(3e-6).scale(0));
+  CHECK(n["dispatch"]["plain_s"].get<double>() == doctest::Approx(6e-6).scale(0));
   CHECK(n["autocast_linear"][0]["o1_s"].get<double>() == doctest::Approx(2.0));
   CHECK(n["normalized_to"]["matmul"].get<double>() == doctest::Approx(1.0));
   // Normalised once only; a reading 10x off is clamped to 5x.
@@ -207,6 +207,39 @@ TEST_CASE("speed normalisation: every probed figure rescaled to the readings' me
     if (r.contains("probe")) r["probe"]["s"] = r["probe"]["s"].get<double>() / 4;
   fast["autocast_linear"][0]["fp32_probe"]["s"] = 0.25;
   CHECK(probe_reference({doc, fast}).at("matmul") == doctest::Approx(0.75));  // median of 1,2,1,1 and 0.25,0.5,0.25,0.25
+}
+
+TEST_CASE("speed normalisation: a dispatch figure read three times is the median of its reads, each at the common speed") {
+  using nlohmann::json;
+  auto read = [](double seconds, double probe_s) { return json{{"seconds", seconds}, {"probe", {{"class", "dispatch"}, {"s", probe_s}}}}; };
+  json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
+  doc["compute"] = json::array({{{"op", "add"}, {"seconds", 1e-6}, {"probe", {{"class", "dispatch"}, {"s", 2e-6}}}}});
+  // backward_chain_s: 6 us next to a 2 us reading, 12 us in a slow mode (reading 3 us), 5 us next to 2 us;
+  // `dispatch` repeats the middle read, as the suite writes it.
+  doc["dispatch_reads"] = {{"backward_chain_s", json::array({read(6e-6, 2e-6), read(12e-6, 3e-6), read(5e-6, 2e-6)})},
+                           {"plain_s", json::array({read(2e-6, 2e-6), read(2e-6, 2e-6), read(2e-6, 2e-6)})}};
+  doc["dispatch"] = {{"backward_chain_s", 12e-6}, {"plain_s", 2e-6}};
+  doc["dispatch_probe"] = {{"backward_chain_s", {{"class", "dispatch"}, {"s", 3e-6}}}, {"plain_s", {{"class", "dispatch"}, {"s", 2e-6}}}};
+  // The reference counts every read's reading once (the middle read not twice): 2 (case), 2, 3, 2, 2, 2, 2 us.
+  const SpeedReference ref = probe_reference({doc});
+  CHECK(ref.at("dispatch") == doctest::Approx(2e-6).scale(0));
+  CHECK(probe_readings({doc}).size() == 7);
+  const json n = normalized_to_speed(doc, ref);
+  // Reads at the reference speed: 6, 8 (12 x 2/3), 5 us -> median 6 us (the middle read alone: 8).
+  CHECK(n["dispatch"]["backward_chain_s"].get<double>() == doctest::Approx(6e-6).scale(0));
+  CHECK(n["dispatch_reads"]["backward_chain_s"][1]["seconds"].get<double>() == doctest::Approx(8e-6).scale(0));
+  CHECK(n["dispatch"]["plain_s"].get<double>() == doctest::Approx(2e-6).scale(0));
+  // One read far off is outvoted: 6, 8, 20 us at the reference -> 8.
+  json off = doc;
+  off["dispatch_reads"]["backward_chain_s"][2] = read(20e-6, 2e-6);
+  CHECK(normalized_to_speed(off, ref)["dispatch"]["backward_chain_s"].get<double>() == doctest::Approx(8e-6).scale(0));
+  // The fit prices a kernel launch at half a (forward + backward) chain node, from the median.
+  json rows;
+  json full = compute_doc(rows);
+  full["compute"] = rows;
+  for (const char* k : {"dispatch_reads", "dispatch", "dispatch_probe"}) full[k] = doc[k];
+  const FitReport r = fit_profile(full, {}, "gloo", topology::load_cluster_preset("localhost-cpu"));
+  CHECK(r.profile.launch_overhead.seconds() == doctest::Approx(3e-6).scale(0));
 }
 
 TEST_CASE("speed normalisation: a short case follows the dispatch reading taken next to it, by its time") {
@@ -226,13 +259,13 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
                                 {{"op", "add"}, {"seconds", 1e-6}, {"probe", {{"class", "dispatch"}, {"s", 2e-6}}}}});
   const SpeedReference ref = {{"matmul_bf16", 1e-3}, {"dispatch", 2e-6}};
   const json n = normalized_to_speed(doc, ref);
-  CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(10e-6));  // all dispatch: halved
+  CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(10e-6).scale(0));  // all dispatch: halved
   CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(std::sqrt(30e-6 * 1e-3) / std::sqrt(2.0)).epsilon(1e-3));
-  CHECK(n["compute"][2]["seconds"].get<double>() == doctest::Approx(5e-3));  // long: its class's probe alone
-  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(1e-3));
-  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(1e-6));
+  CHECK(n["compute"][2]["seconds"].get<double>() == doctest::Approx(5e-3).scale(0));  // long: its class's probe alone
+  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(1e-3).scale(0));
+  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(1e-6).scale(0));
   // Without a dispatch reference, the class's probe alone.
-  CHECK(normalized_to_speed(doc, {{"matmul_bf16", 1e-3}})["compute"][0]["seconds"].get<double>() == doctest::Approx(20e-6));
+  CHECK(normalized_to_speed(doc, {{"matmul_bf16", 1e-3}})["compute"][0]["seconds"].get<double>() == doctest::Approx(20e-6).scale(0));
 }
 
 TEST_CASE("fit_profile: a probed document is fitted at its readings' median speed, which becomes its reference") {
@@ -256,10 +289,10 @@ TEST_CASE("fit_profile: a probed document is fitted at its readings' median spee
   doc["dispatch_probe"] = {{"plain_s", {{"class", "dispatch"}, {"s", 3e-6}}}};
   const FitReport r = fit_profile(doc, {}, "gloo", topology::load_cluster_preset("localhost-cpu"));
   const sim::DeviceProfile& p = r.profile;
-  CHECK(p.speed_reference.matmul_s == doctest::Approx(1e-3));  // median of 1, 2, 1, 2, 1 ms
-  CHECK(p.speed_reference.matmul_bf16_s == doctest::Approx(5e-4));
-  CHECK(p.speed_reference.elementwise_s == doctest::Approx(1e-4));
-  CHECK(p.speed_reference.dispatch_s == doctest::Approx(3e-6));
+  CHECK(p.speed_reference.matmul_s == doctest::Approx(1e-3).scale(0));  // median of 1, 2, 1, 2, 1 ms
+  CHECK(p.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).scale(0));
+  CHECK(p.speed_reference.elementwise_s == doctest::Approx(1e-4).scale(0));
+  CHECK(p.speed_reference.dispatch_s == doctest::Approx(3e-6).scale(0));
   // Every GEMM at the reference speed: 100 GFLOP/s for the largest.
   CHECK(1e10 / (p.spec.fp32_peak.value() * p.matmul.at(1e10)) == doctest::Approx(0.1).epsilon(0.02));
   CHECK(1e9 / (p.spec.fp32_peak.value() * p.matmul.at(1e9)) == doctest::Approx(0.01).epsilon(0.02));
@@ -351,9 +384,9 @@ TEST_CASE("fit_profile: Horovod's loop probe gives the slowdown by ranks; its ne
   const FitReport r = fit_profile(compute, {comm_at(2, two), comm_at(4, four)}, "gloo", cluster);
   CHECK(r.profile.shared_by(2).background_loop_slowdown == doctest::Approx(0.4));
   CHECK(r.profile.shared_by(4).background_loop_slowdown == doctest::Approx(0.3));
-  CHECK(r.diagnostics["negotiation_probe_s"]["2"].get<double>() == doctest::Approx(4e-4));
-  CHECK(r.diagnostics["negotiation_busy_probe_s"]["2"]["median"].get<double>() == doctest::Approx(4.5e-4));
-  CHECK(r.diagnostics["negotiation_busy_probe_s"]["4"]["trimmed_mean"].get<double>() == doctest::Approx(1.1e-2));
+  CHECK(r.diagnostics["negotiation_probe_s"]["2"].get<double>() == doctest::Approx(4e-4).scale(0));
+  CHECK(r.diagnostics["negotiation_busy_probe_s"]["2"]["median"].get<double>() == doctest::Approx(4.5e-4).scale(0));
+  CHECK(r.diagnostics["negotiation_busy_probe_s"]["4"]["trimmed_mean"].get<double>() == doctest::Approx(1.1e-2).scale(0));
   // Documents from before the busy timing fit the same way, without the diagnostic.
   const FitReport old = fit_profile(compute, {comm_at(2, {{"slowdown", 0.4}, {"negotiation_s", 4e-4}})}, "gloo", cluster);
   CHECK(old.profile.shared_by(2).background_loop_slowdown == doctest::Approx(0.4));
