@@ -143,7 +143,7 @@ TEST_CASE("ring allreduce arithmetic on a symmetric 4-device switch") {
   NetworkModel net = flow_model(t, Time::us(3));
   const auto req = request(CollectiveKind::AllReduce, Algorithm::Ring, 4, mb(400));
   const CollectiveCost& c = net.cost(req);
-  CHECK(c.duration.seconds() == doctest::Approx(6.030e-3).epsilon(1e-6));
+  CHECK(c.duration.seconds() == doctest::Approx(6.030e-3).epsilon(1e-6).scale(0));
   CHECK(c.latency_part.microseconds() == doctest::Approx(30));
   CHECK(c.phases_solved == 1);
   CHECK(allreduce_bus_bandwidth(req.bytes, c.duration, 4) == doctest::Approx(99.50e9).epsilon(1e-3));
@@ -153,7 +153,7 @@ TEST_CASE("ring allreduce arithmetic on a symmetric 4-device switch") {
   // The formula 2(n-1)·α + 2(n-1)/n·S/B with α = 5 us, B = 100 GB/s gives the same.
   CHECK(ring_allreduce_time({Time::us(5), 100e9}, mb(400), 4).seconds() == doctest::Approx(6.030e-3).scale(0));
   NetworkModel an = analytic_model(t, Time::us(3));
-  CHECK(an.cost(req).duration.seconds() == doctest::Approx(6.030e-3).epsilon(1e-6));
+  CHECK(an.cost(req).duration.seconds() == doctest::Approx(6.030e-3).epsilon(1e-6).scale(0));
 }
 
 TEST_CASE("link efficiency scales the capacity used by the solver") {
@@ -161,7 +161,7 @@ TEST_CASE("link efficiency scales the capacity used by the solver") {
   const Topology t = make_switched(1, 4, 100e9, Time::us(1), 0, Time::zero(), 0.8);
   NetworkModel net = flow_model(t);
   const auto& c = net.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 4, mb(400)));
-  CHECK(c.duration.seconds() == doctest::Approx(6 * (1.25e-3 + 2e-6)).epsilon(1e-6));
+  CHECK(c.duration.seconds() == doctest::Approx(6 * (1.25e-3 + 2e-6)).epsilon(1e-6).scale(0));
 }
 
 TEST_CASE("Flow and Analytic agree on uncontended symmetric cases") {
@@ -190,7 +190,7 @@ TEST_CASE("Flow and Analytic agree on uncontended symmetric cases") {
     // t = 6 x 0.252 ms + 2 x 5.012 ms = 11.536 ms.
     NetworkModel f = flow_model(t);
     CHECK(f.cost(request(CollectiveKind::AllReduce, Algorithm::Hierarchical, 8, mb(100))).duration.seconds() ==
-          doctest::Approx(11.536e-3).epsilon(1e-6));
+          doctest::Approx(11.536e-3).epsilon(1e-6).scale(0));
   }
   SUBCASE("halving-doubling and direct on a single switch") {
     const Topology t = make_switched(1, 8, 100e9, Time::us(1));
@@ -211,14 +211,14 @@ TEST_CASE("parameter server is bottlenecked by the root link") {
   NetworkModel net = flow_model(t);
   const auto req = request(CollectiveKind::AllReduce, Algorithm::ParameterServer, 4, mb(100), 2);
   const auto& c = net.cost(req);
-  CHECK(c.duration.seconds() == doctest::Approx(60.004e-3).epsilon(1e-6));
+  CHECK(c.duration.seconds() == doctest::Approx(60.004e-3).epsilon(1e-6).scale(0));
   const auto phases = decompose(req, t);
   REQUIRE(phases.size() == 2);
   for (const auto& f : phases[0].flows) CHECK(f.dst == 2);
   for (const auto& f : phases[1].flows) CHECK(f.src == 2);
   // Formula: gather (α + S/(B/3)) + broadcast (α + S/(B/3)).
   CHECK(parameter_server_time({Time::us(2), 10e9 / 3}, {Time::us(2), 10e9 / 3}, mb(100)).seconds() ==
-        doctest::Approx(60.004e-3).epsilon(1e-6));
+        doctest::Approx(60.004e-3).epsilon(1e-6).scale(0));
   // PS moves 2(n-1)·S through the root's link, the ring 2(n-1)/n·S through each link:
   // n = 4x slower here.
   const auto ring = net.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 4, mb(100))).duration;
@@ -238,8 +238,8 @@ TEST_CASE("contention: flows crossing an oversubscribed link take longer") {
   const double t_over = a.cost(req).duration.seconds();
   const double t_full = b.cost(req).duration.seconds();
   // 6 steps of 100 MB: at 5 GB/s 20 ms, at 10 GB/s 10 ms (+ 3 hops x 1 us each step).
-  CHECK(t_over == doctest::Approx(6 * (20e-3 + 3e-6)).epsilon(1e-6));
-  CHECK(t_full == doctest::Approx(6 * (10e-3 + 3e-6)).epsilon(1e-6));
+  CHECK(t_over == doctest::Approx(6 * (20e-3 + 3e-6)).epsilon(1e-6).scale(0));
+  CHECK(t_full == doctest::Approx(6 * (10e-3 + 3e-6)).epsilon(1e-6).scale(0));
   // Host order keeps two of four ring edges inside a leaf: one flow per spine direction.
   NetworkModel c = flow_model(over);
   CHECK(c.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 4, mb(400))).duration.seconds() <
@@ -255,8 +255,8 @@ TEST_CASE("hierarchical beats a flat ring across nodes with slow inter-node link
   NetworkModel net = flow_model(t);
   const double ring = net.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 8, mb(100))).duration.seconds();
   const double hier = net.cost(request(CollectiveKind::AllReduce, Algorithm::Hierarchical, 8, mb(100))).duration.seconds();
-  CHECK(ring == doctest::Approx(175e-3).epsilon(0.01));
-  CHECK(hier == doctest::Approx(101.5e-3).epsilon(0.01));
+  CHECK(ring == doctest::Approx(175e-3).epsilon(0.01).scale(0));
+  CHECK(hier == doctest::Approx(101.5e-3).epsilon(0.01).scale(0));
   CHECK(hier < ring);
   // Auto picks Hierarchical here and Ring inside one node.
   CHECK(resolve_algorithm(request(CollectiveKind::AllReduce, Algorithm::Auto, 8, mb(1)), t) == Algorithm::Hierarchical);
@@ -286,12 +286,12 @@ TEST_CASE("tree allreduce: latency-bound small, ~2S/B large") {
   NetworkModel net = flow_model(t);
   // Small: k = 1 chunk, 2 x (3 + 1 - 1) = 6 steps, ~6 x 2 us = 12 us = 2·log2(n) hop latencies.
   const double small = net.cost(request(CollectiveKind::AllReduce, Algorithm::Tree, 8, bytes(8))).duration.seconds();
-  CHECK(small == doctest::Approx(12e-6).epsilon(0.01));
+  CHECK(small == doctest::Approx(12e-6).epsilon(0.01).scale(0));
   // Large (1 GiB): k = 64 chunks; each rank pushes two S/(2k) chunks per step on its link,
   // so each direction takes (d + k - 1)/k x S/B -> total 2 x 66/64 x S/B.
   const double s = gib(1).value();
   const double large = net.cost(request(CollectiveKind::AllReduce, Algorithm::Tree, 8, gib(1))).duration.seconds();
-  CHECK(large == doctest::Approx(2.0 * 66 / 64 * s / 100e9 + 132 * 2e-6).epsilon(1e-3));
+  CHECK(large == doctest::Approx(2.0 * 66 / 64 * s / 100e9 + 132 * 2e-6).epsilon(1e-3).scale(0));
   CHECK(tree_allreduce_time({Time::us(2), 50e9}, gib(1), 3, 64).seconds() == doctest::Approx(large).epsilon(1e-3));
 }
 
@@ -309,7 +309,7 @@ TEST_CASE("halving-doubling: log2 n steps each way; non-powers of two fold") {
   // plus 6 steps x 2 us = 12 us.
   NetworkModel net = flow_model(t);
   CHECK(net.cost(request(CollectiveKind::AllReduce, Algorithm::HalvingDoubling, 8, mb(64))).duration.seconds() ==
-        doctest::Approx(1.132e-3).epsilon(1e-6));
+        doctest::Approx(1.132e-3).epsilon(1e-6).scale(0));
   // n = 6: p = 4, r = 2: fold, 2 halving, 2 doubling, unfold.
   phases = decompose(request(CollectiveKind::AllReduce, Algorithm::HalvingDoubling, 6, mb(64)), t);
   REQUIRE(phases.size() == 6);
@@ -331,7 +331,7 @@ TEST_CASE("direct allreduce: all-to-all pieces of S/n") {
   CHECK(phases[0].repeat == 2);
   NetworkModel net = flow_model(t);
   CHECK(net.cost(request(CollectiveKind::AllReduce, Algorithm::Direct, 4, mb(100))).duration.seconds() ==
-        doctest::Approx(2 * (7.5e-3 + 2e-6)).epsilon(1e-6));
+        doctest::Approx(2 * (7.5e-3 + 2e-6)).epsilon(1e-6).scale(0));
 }
 
 TEST_CASE("other collectives") {
@@ -341,11 +341,11 @@ TEST_CASE("other collectives") {
   const Bytes s = mb(100);
   // Reduce-scatter / all-gather ring: 3 steps of 25 MB at 10 GB/s = 3 x (2.5 ms + 2 us).
   for (auto k : {CollectiveKind::ReduceScatter, CollectiveKind::AllGather})
-    CHECK(net.cost(request(k, Algorithm::Ring, 4, s)).duration.seconds() == doctest::Approx(3 * 2.502e-3).epsilon(1e-6));
+    CHECK(net.cost(request(k, Algorithm::Ring, 4, s)).duration.seconds() == doctest::Approx(3 * 2.502e-3).epsilon(1e-6).scale(0));
   CHECK(ring_reduce_scatter_time({Time::us(2), 10e9}, s, 4).seconds() == doctest::Approx(3 * 2.502e-3).scale(0));
   // Hierarchical reduce-scatter on one node falls back to the ring.
   CHECK(net.cost(request(CollectiveKind::ReduceScatter, Algorithm::Hierarchical, 4, s)).duration.seconds() ==
-        doctest::Approx(3 * 2.502e-3).epsilon(1e-6));
+        doctest::Approx(3 * 2.502e-3).epsilon(1e-6).scale(0));
   // Broadcast, pipelined chain from root 1: 1 -> 2 -> 3 -> 0, k = ceil(100e6 / 2^20) = 96 -> 64 chunks;
   // (n - 1) + k - 1 = 66 steps of S/64 / 10 GB/s + 2 us.
   const double bcast = 66 * (100e6 / 64 / 10e9 + 2e-6);
@@ -361,25 +361,25 @@ TEST_CASE("other collectives") {
   CHECK(decompose(request(CollectiveKind::Reduce, Algorithm::Ring, 4, s, 1), t)[0].flows[0].dst == 1);
   // Direct broadcast: the root's up-link carries 3 x S: 30 ms.
   CHECK(net.cost(request(CollectiveKind::Broadcast, Algorithm::Direct, 4, s)).duration.seconds() ==
-        doctest::Approx(30.002e-3).epsilon(1e-6));
+        doctest::Approx(30.002e-3).epsilon(1e-6).scale(0));
   // Binomial broadcast (HD): 2 steps of the whole message: 2 x (10 ms + 2 us).
   CHECK(net.cost(request(CollectiveKind::Broadcast, Algorithm::HalvingDoubling, 4, s)).duration.seconds() ==
-        doctest::Approx(2 * 10.002e-3).epsilon(1e-6));
+        doctest::Approx(2 * 10.002e-3).epsilon(1e-6).scale(0));
   // Tree broadcast: btree over 4 ranks has depth 2; 64 chunks -> 65 steps, the root's link
   // carries a chunk to each of its children: NCCL's btree root has one child, rank 1 two.
   CHECK(net.cost(request(CollectiveKind::Broadcast, Algorithm::Tree, 4, s)).duration.seconds() > bcast * 0.9);
   // Gather / scatter of 100 MB pieces, direct: 3 pieces through the root's link: 30 ms.
   CHECK(net.cost(request(CollectiveKind::Gather, Algorithm::Auto, 4, s)).duration.seconds() ==
-        doctest::Approx(30.002e-3).epsilon(1e-6));
+        doctest::Approx(30.002e-3).epsilon(1e-6).scale(0));
   CHECK(net.cost(request(CollectiveKind::Scatter, Algorithm::Auto, 4, s)).duration.seconds() ==
-        doctest::Approx(30.002e-3).epsilon(1e-6));
+        doctest::Approx(30.002e-3).epsilon(1e-6).scale(0));
   // Binomial gather: step 1 moves one piece (10 ms), step 2 moves two pieces (20 ms).
   CHECK(net.cost(request(CollectiveKind::Gather, Algorithm::Tree, 4, s)).duration.seconds() ==
-        doctest::Approx(30.004e-3).epsilon(1e-6));
+        doctest::Approx(30.004e-3).epsilon(1e-6).scale(0));
   // Send/recv: 100 MB / 10 GB/s + 2 us.
   CollectiveRequest sr = request(CollectiveKind::SendRecv, Algorithm::Auto, 2, s);
   sr.ranks = {3, 1};
-  CHECK(net.cost(sr).duration.seconds() == doctest::Approx(10.002e-3).epsilon(1e-6));
+  CHECK(net.cost(sr).duration.seconds() == doctest::Approx(10.002e-3).epsilon(1e-6).scale(0));
   // One rank: nothing to do.
   CHECK(net.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 1, s)).duration == Time::zero());
 }
@@ -398,7 +398,7 @@ TEST_CASE("cache: repeated requests hit; a new size reuses the solved phase patt
   CHECK(net.cache_misses() == 2);
   CHECK(c2.phases_solved == 0);
   CHECK(net.phase_solves() == 1);
-  CHECK(c2.duration.seconds() == doctest::Approx(6 * (5e-3 + 2e-6)).epsilon(1e-6));
+  CHECK(c2.duration.seconds() == doctest::Approx(6 * (5e-3 + 2e-6)).epsilon(1e-6).scale(0));
   // Other ranks (same count, same first and last rank) are a different key.
   CollectiveRequest other = req;
   other.ranks = {0, 2, 1, 3};
@@ -451,7 +451,7 @@ TEST_CASE("ring channels spread node crossings over every NIC") {
   const Topology t = make_rails(2, 4, 100e9, 10e9);
   NetworkModel net = flow_model(t);
   auto req = request(CollectiveKind::AllReduce, Algorithm::Ring, 8, mb(100));
-  CHECK(net.cost(req).duration.seconds() == doctest::Approx(17.5e-3).epsilon(1e-6));
+  CHECK(net.cost(req).duration.seconds() == doctest::Approx(17.5e-3).epsilon(1e-6).scale(0));
   req.channels = 4;
   const auto phases = decompose(req, t);
   REQUIRE(phases.size() == 1);
@@ -460,9 +460,9 @@ TEST_CASE("ring channels spread node crossings over every NIC") {
   for (const auto& f : phases[0].flows)
     if (t.host_of(f.src) != t.host_of(f.dst)) ++crossings_from[f.src];
   for (int d = 0; d < 8; ++d) CHECK(crossings_from[d] == 1);
-  CHECK(net.cost(req).duration.seconds() == doctest::Approx(4.375e-3).epsilon(1e-6));
+  CHECK(net.cost(req).duration.seconds() == doctest::Approx(4.375e-3).epsilon(1e-6).scale(0));
   NetworkModel an = analytic_model(t);
-  CHECK(an.cost(req).duration.seconds() == doctest::Approx(4.375e-3).epsilon(1e-6));
+  CHECK(an.cost(req).duration.seconds() == doctest::Approx(4.375e-3).epsilon(1e-6).scale(0));
   // Inside one node the rotated rings are the same cycle: channels change nothing.
   auto one = request(CollectiveKind::AllReduce, Algorithm::Ring, 4, mb(100));
   const Time t1 = net.cost(one).duration;

@@ -63,9 +63,9 @@ TEST_CASE("comm regimes: two size regimes are found and recovered") {
     s.push_back(b <= 1024.0 * 1024 ? synth(b, 20e-6, 0.5) : synth(b, 150e-6, 0.12));
   RegimeFit f = fit_comm_regimes(s);
   REQUIRE(f.regimes.size() == 2);
-  CHECK(f.regimes[0].alpha.seconds() == doctest::Approx(20e-6).epsilon(1e-3));
+  CHECK(f.regimes[0].alpha.seconds() == doctest::Approx(20e-6).epsilon(1e-3).scale(0));
   CHECK(f.regimes[0].bandwidth_factor == doctest::Approx(0.5).epsilon(1e-3));
-  CHECK(f.regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3));
+  CHECK(f.regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3).scale(0));
   CHECK(f.regimes[1].bandwidth_factor == doctest::Approx(0.12).epsilon(1e-3));
   // The boundary lies between the last small (1 MiB) and the first large (4 MiB) size.
   CHECK(f.regimes[0].up_to > 1024.0 * 1024);
@@ -84,7 +84,7 @@ TEST_CASE("comm regimes: one regime when the data show one") {
   RegimeFit f = fit_comm_regimes(s);
   CHECK(f.regimes.size() == 1);
   CHECK(f.regimes[0].bandwidth_factor == doctest::Approx(0.4).epsilon(0.05));
-  CHECK(f.regimes[0].alpha.seconds() == doctest::Approx(30e-6).epsilon(0.1));
+  CHECK(f.regimes[0].alpha.seconds() == doctest::Approx(30e-6).epsilon(0.1).scale(0));
 }
 
 TEST_CASE("nominal decomposition on localhost-cpu: 2-rank ring allreduce") {
@@ -95,7 +95,7 @@ TEST_CASE("nominal decomposition on localhost-cpu: 2-rank ring allreduce") {
   CommSample s = nominal_comm(topo, sim::CollectiveKind::AllReduce, sim::Algorithm::Ring, 2, 8e6, 0.01);
   CHECK(s.steps == 2);
   CHECK(s.transfer_s == doctest::Approx(8e6 / 8e9).epsilon(1e-3));
-  CHECK(s.latency_s == doctest::Approx(2e-6).epsilon(1e-3));
+  CHECK(s.latency_s == doctest::Approx(2e-6).epsilon(1e-3).scale(0));
 }
 
 TEST_CASE("efficiency table: a rate that rises then falls (cache) is recovered") {
@@ -155,10 +155,10 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   const double peak = p.spec.fp32_peak.value();
   // Time of the fused GELU forward of 1e5 elements recovered from the table: 0.5 ms.
   auto gelu_s = [&](const sim::EfficiencyCurve& c, double fpe, double n) { return fpe * n / (peak * c.at(fpe * n)); };
-  CHECK(gelu_s(p.activation, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(5e-4).epsilon(0.01));
-  CHECK(gelu_s(p.activation_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(6e-4).epsilon(0.01));
-  CHECK(gelu_s(p.activation_half, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(1.2e-3).epsilon(0.01));
-  CHECK(gelu_s(p.activation_half_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(1.8e-3).epsilon(0.01));
+  CHECK(gelu_s(p.activation, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(5e-4).epsilon(0.01).scale(0));
+  CHECK(gelu_s(p.activation_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(6e-4).epsilon(0.01).scale(0));
+  CHECK(gelu_s(p.activation_half, models::kGeluFlopsPerElementForward, 1e5) == doctest::Approx(1.2e-3).epsilon(0.01).scale(0));
+  CHECK(gelu_s(p.activation_half_backward, models::kGeluFlopsPerElementBackward, 1e5) == doctest::Approx(1.8e-3).epsilon(0.01).scale(0));
   CHECK(p.speed_reference.matmul_s == doctest::Approx(6e-3).scale(0));
   CHECK(p.speed_reference.elementwise_s == doctest::Approx(2e-4).scale(0));
   CHECK(p.speed_reference.dispatch_s == doctest::Approx(4e-6).scale(0));
@@ -260,7 +260,7 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
   const SpeedReference ref = {{"matmul_bf16", 1e-3}, {"dispatch", 2e-6}};
   const json n = normalized_to_speed(doc, ref);
   CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(10e-6).scale(0));  // all dispatch: halved
-  CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(std::sqrt(30e-6 * 1e-3) / std::sqrt(2.0)).epsilon(1e-3));
+  CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(std::sqrt(30e-6 * 1e-3) / std::sqrt(2.0)).epsilon(1e-3).scale(0));
   CHECK(n["compute"][2]["seconds"].get<double>() == doctest::Approx(5e-3).scale(0));  // long: its class's probe alone
   CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(1e-3).scale(0));
   CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(1e-6).scale(0));

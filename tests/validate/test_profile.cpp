@@ -53,8 +53,8 @@ TEST_CASE("profile YAML round trip") {
   CHECK(q.matmul.half_work == doctest::Approx(3.2e6));
   CHECK(q.batched_matmul.half_work == doctest::Approx(1.5e6));
   CHECK(q.memory.max == doctest::Approx(0.7));
-  CHECK(q.launch_overhead.seconds() == doctest::Approx(6.25e-6).epsilon(1e-3));
-  CHECK(q.step_overhead.seconds() == doctest::Approx(40e-6).epsilon(1e-3));
+  CHECK(q.launch_overhead.seconds() == doctest::Approx(6.25e-6).epsilon(1e-3).scale(0));
+  CHECK(q.step_overhead.seconds() == doctest::Approx(40e-6).epsilon(1e-3).scale(0));
   CHECK(q.overlap_slowdown == doctest::Approx(0.15));
   CHECK(q.background_loop_slowdown == doctest::Approx(0.31));
   CHECK(q.optimizer_bytes_per_param == doctest::Approx(27.5));
@@ -70,7 +70,7 @@ TEST_CASE("profile YAML round trip") {
   CHECK(q.network[0].ranks == 2);
   REQUIRE(q.network[0].regimes.size() == 2);
   CHECK(q.network[0].regimes[0].up_to == doctest::Approx(2097152));
-  CHECK(q.network[0].regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3));
+  CHECK(q.network[0].regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3).scale(0));
   CHECK(q.network[0].regimes[1].bandwidth_factor == doctest::Approx(0.12));
 }
 
@@ -106,13 +106,13 @@ TEST_CASE("the network model applies the regime of the message size") {
   r.algorithm = sim::Algorithm::Ring;
   r.ranks = {0, 1};
   r.bytes = Bytes(1e6);
-  CHECK(net.cost(r).duration.seconds() == doctest::Approx(42e-6 + 2 * 1e6 / 8e9).epsilon(1e-4));
+  CHECK(net.cost(r).duration.seconds() == doctest::Approx(42e-6 + 2 * 1e6 / 8e9).epsilon(1e-4).scale(0));
   r.bytes = Bytes(64e6);
-  CHECK(net.cost(r).duration.seconds() == doctest::Approx(302e-6 + 64e6 / (0.12 * 8e9)).epsilon(1e-4));
+  CHECK(net.cost(r).duration.seconds() == doctest::Approx(302e-6 + 64e6 / (0.12 * 8e9)).epsilon(1e-4).scale(0));
   // Analytic mode agrees.
   no.mode = sim::NetworkMode::Analytic;
   sim::NetworkModel an(topo, no);
-  CHECK(an.cost(r).duration.seconds() == doctest::Approx(302e-6 + 64e6 / (0.12 * 8e9)).epsilon(1e-4));
+  CHECK(an.cost(r).duration.seconds() == doctest::Approx(302e-6 + 64e6 / (0.12 * 8e9)).epsilon(1e-4).scale(0));
   // A broadcast has no table of its kind: datasheet figures.
   r.kind = sim::CollectiveKind::Broadcast;
   r.bytes = Bytes(1e6);
@@ -142,7 +142,7 @@ TEST_CASE("core sharing slows compute, and the simulator uses it") {
   CHECK(p.sharing_factor(8) == doctest::Approx(4.4));   // beyond: proportional to ranks
   sim::DeviceProfile s = p.shared_by(4);
   CHECK(s.matmul.max == doctest::Approx(0.8 / 2.2));
-  CHECK(s.launch_overhead.seconds() == doctest::Approx(6.25e-6 * 2.2).epsilon(1e-3));
+  CHECK(s.launch_overhead.seconds() == doctest::Approx(6.25e-6 * 2.2).epsilon(1e-3).scale(0));
   // A 4-rank dps point: predicted compute grows by the factor when sharing is on.
   ValidationMatrix m;
   ValidationCase c{"tiny", "dps", 4, "fp32", 4, 0};
@@ -270,9 +270,9 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   // The reference round-trips through the profile YAML.
   sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
-  CHECK(q.speed_reference.matmul_s == doctest::Approx(1e-3).epsilon(1e-3));
-  CHECK(q.speed_reference.elementwise_s == doctest::Approx(2e-4).epsilon(1e-3));
-  CHECK(q.speed_reference.dispatch_s == doctest::Approx(3e-6).epsilon(1e-3));
+  CHECK(q.speed_reference.matmul_s == doctest::Approx(1e-3).epsilon(1e-3).scale(0));
+  CHECK(q.speed_reference.elementwise_s == doctest::Approx(2e-4).epsilon(1e-3).scale(0));
+  CHECK(q.speed_reference.dispatch_s == doctest::Approx(3e-6).epsilon(1e-3).scale(0));
   CHECK(q.speed_reference.matmul_bf16_s == 0);  // not read: absent from the YAML
   // With a bf16 reading on both sides, bf16 GEMM tables follow it, fp32 ones the fp32 matmul.
   p.speed_reference.matmul_bf16_s = 5e-4;
@@ -282,7 +282,7 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   CHECK(h.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.5));
   sim::DeviceProfile q2 = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q2);
-  CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3));
+  CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3).scale(0));
 }
 
 TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core") {
