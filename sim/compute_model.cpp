@@ -104,9 +104,15 @@ OpCost op_cost(const models::OpSpec& op, const DeviceProfile& dev, const Precisi
   if (op.flops > 0) {
     double peak = dev.spec.peak(dt).value();
     double eff = 0.5;
+    // Linears under O1 and fp32 linears have their own measured tables (see
+    // DeviceProfile::matmul_o1, matmul_linear); other GEMMs the dtype's table.
     const bool o1_linear = prec.amp == AmpLevel::O1 && op.cls == OpClass::Matmul && !dev.matmul_o1.table.empty();
+    const bool fp32_linear = prec.amp != AmpLevel::O1 && dt == DType::FP32 && op.cls == OpClass::Matmul &&
+                             !dev.matmul_linear.table.empty();
     switch (op.cls) {
-      case OpClass::Matmul: eff = (o1_linear ? dev.matmul_o1 : gemm_curve(false, dt, dev)).at(op.flops); break;
+      case OpClass::Matmul:
+        eff = (o1_linear ? dev.matmul_o1 : fp32_linear ? dev.matmul_linear : gemm_curve(false, dt, dev)).at(op.flops);
+        break;
       case OpClass::BatchedMatmul: eff = gemm_curve(true, dt, dev).at(op.flops); break;
       default: eff = 0.5; break;  // vector units: non-matmul FLOPs rarely reach the matmul peak
     }

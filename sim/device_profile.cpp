@@ -72,7 +72,7 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
 }
 
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
-  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1",
+  node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1", "matmul_linear",
                    "speed_reference", "speed_states", "activation",
                    "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
                    "background_loop_slowdown", "optimizer_bytes_per_param",
@@ -140,7 +140,7 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     apply_curve(*n, p.memory_half);
   }
   for (auto [key, curve] : {std::pair{"matmul_half", &p.matmul_half}, std::pair{"batched_matmul_half", &p.batched_matmul_half},
-                            std::pair{"matmul_o1", &p.matmul_o1},
+                            std::pair{"matmul_o1", &p.matmul_o1}, std::pair{"matmul_linear", &p.matmul_linear},
                             std::pair{"activation", &p.activation}, std::pair{"activation_backward", &p.activation_backward},
                             std::pair{"activation_half", &p.activation_half},
                             std::pair{"activation_half_backward", &p.activation_half_backward}})
@@ -260,7 +260,7 @@ double expected_slowest(const std::vector<double>& q, int n) {
 }
 
 void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double fd) {
-  for (EfficiencyCurve* c : {&matmul, &batched_matmul}) c->slow_down(fm);
+  for (EfficiencyCurve* c : {&matmul, &batched_matmul, &matmul_linear}) c->slow_down(fm);
   for (EfficiencyCurve* c : {&matmul_half, &batched_matmul_half, &matmul_o1}) c->slow_down(fh);
   for (EfficiencyCurve* c : {&memory, &memory_half, &activation, &activation_backward, &activation_half,
                              &activation_half_backward})
@@ -298,6 +298,7 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
   if (f == 1.0) return p;
   p.matmul.slow_down(f);
   p.batched_matmul.slow_down(f);
+  p.matmul_linear.slow_down(f);
   p.memory.slow_down(f);
   for (EfficiencyCurve* c : {&p.memory_half, &p.matmul_half, &p.batched_matmul_half, &p.matmul_o1, &p.activation, &p.activation_backward,
                              &p.activation_half, &p.activation_half_backward})

@@ -93,6 +93,14 @@ struct DeviceProfile {
   // divided by its three GEMMs. Replaces `matmul_half` for O1 linears: the casts
   // around small GEMMs cost as much as the GEMMs (1.5 ms vs 0.9 ms at 512x128x512 here).
   EfficiencyCurve matmul_o1{0.0, 0};
+  // fp32 linears without autocast, when measured (a table against the fp32
+  // peak by per-GEMM FLOPs): the same Linear's forward and backward in fp32 on
+  // one module's operands, divided by its three GEMMs. Replaces `matmul` for
+  // Linear-class GEMMs: training reuses a layer's weight and activations while
+  // they are still in cache, and the GEMM table reads a pool of cold operands
+  // (on a 2-vCPU Zen 5 guest the pool priced the tiny and small models' shapes
+  // 3-14% slower than this pass; the two agree from 2048x256x1024 up).
+  EfficiencyCurve matmul_linear{0.0, 0};
   // Fused activation kernels (tanh-GELU), when measured: tables of efficiency
   // against the fp32 peak by the op's FLOPs, forward and backward, for fp32 and
   // 16-bit data. A CPU evaluates tanh per element, so the kernel is compute

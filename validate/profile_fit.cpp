@@ -526,16 +526,23 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   // GEMMs plus the casts around them (fp32 weight and input to bf16, gradients
   // back to fp32); its time per GEMM gives the `matmul_o1` table against the
   // bf16 peak by per-GEMM FLOPs. The ratio to fp32 stays as a diagnostic.
+  // Its fp32 pass, the same way against the fp32 peak, gives `matmul_linear`:
+  // fp32 linears on one module's operands (warm, as in training) rather than the
+  // GEMM table's pool of cold ones.
   if (compute.contains("autocast_linear")) {
-    std::vector<WorkSample> xs;
+    std::vector<WorkSample> o1, fp32;
     for (const auto& r : compute.at("autocast_linear")) {
       diag["autocast_linear_ratio"].push_back({{"shape", r.at("shape")}, {"o1_over_fp32", num(r, "o1_s") / num(r, "fp32_s")}});
-      xs.push_back({num(r, "flops"), num(r, "o1_s") / 3});
+      o1.push_back({num(r, "flops"), num(r, "o1_s") / 3});
+      fp32.push_back({num(r, "flops"), num(r, "fp32_s") / 3});
     }
-    if (xs.size() >= 2) {
-      CurveFit f = fit_efficiency_table(xs, launch_plain, p.spec.bf16_peak.value(), false);
+    if (o1.size() >= 2) {
+      CurveFit f = fit_efficiency_table(o1, launch_plain, p.spec.bf16_peak.value(), false);
       p.matmul_o1 = f.curve;
       record("matmul_o1", f);
+      CurveFit g = fit_efficiency_table(fp32, launch_plain, p.spec.fp32_peak.value(), false);
+      p.matmul_linear = g.curve;
+      record("matmul_linear", g);
     }
   }
   // The speed probe around the compute suite (geometric mean of before and
@@ -806,6 +813,7 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   if (!p.matmul_half.table.empty()) curve("matmul_half", p.matmul_half);
   if (!p.batched_matmul_half.table.empty()) curve("batched_matmul_half", p.batched_matmul_half);
   if (!p.matmul_o1.table.empty()) curve("matmul_o1", p.matmul_o1);
+  if (!p.matmul_linear.table.empty()) curve("matmul_linear", p.matmul_linear);
   for (auto [k, c] : {std::pair{"activation", &p.activation}, std::pair{"activation_backward", &p.activation_backward},
                       std::pair{"activation_half", &p.activation_half},
                       std::pair{"activation_half_backward", &p.activation_half_backward}})

@@ -174,6 +174,32 @@ TEST_CASE("O1 linears use the measured autocast-linear table; O2 keeps the half 
   CHECK(op_cost(op, dev, o1).time.seconds() == doctest::Approx(op.flops / (100e12 * 0.2) + 5e-6).epsilon(1e-4).scale(0));
 }
 
+TEST_CASE("fp32 linears use the measured fp32 Linear table; O1 linears and batched GEMMs do not") {
+  models::OpSpec op;
+  op.cls = models::OpClass::Matmul;
+  op.pass = models::Pass::Backward;
+  op.m = 2048, op.k = 768, op.n = 768;
+  op.flops = 2.0 * 2048 * 768 * 768;
+  op.elements_read = 2048.0 * 768 + 768.0 * 768;
+  op.elements_written = 2048.0 * 768;
+  DeviceProfile dev = test_device();
+  const PrecisionMode fp32, o1{AmpLevel::O1, DType::BF16};
+  const double table = op_cost(op, dev, fp32).time.seconds();
+  CHECK(table == doctest::Approx(op.flops / (dev.spec.fp32_peak.value() * dev.matmul.at(op.flops)) + 5e-6).epsilon(1e-4).scale(0));
+  dev.matmul_linear.table = {{1e3, 0.9}, {1e12, 0.9}};
+  CHECK(op_cost(op, dev, fp32).time.seconds() ==
+        doctest::Approx(op.flops / (dev.spec.fp32_peak.value() * 0.9) + 5e-6).epsilon(1e-4).scale(0));
+  CHECK(op_cost(op, dev, fp32).time.seconds() < table);
+  // O1 linears keep their own path (no O1 table here: the half GEMM table and a cast).
+  DeviceProfile no_linear = dev;
+  no_linear.matmul_linear.table.clear();
+  CHECK(op_cost(op, dev, o1).time.seconds() == doctest::Approx(op_cost(op, no_linear, o1).time.seconds()).scale(0));
+  // Attention's batched GEMMs keep the batched table.
+  op.cls = models::OpClass::BatchedMatmul;
+  op.batch = 1;
+  CHECK(op_cost(op, dev, fp32).time.seconds() == doctest::Approx(op_cost(op, no_linear, fp32).time.seconds()).scale(0));
+}
+
 TEST_CASE("framework view calls are dispatched like kernels: each adds one launch overhead") {
   models::Gpt2Config cfg = *models::find_gpt2_preset("paper");
   const models::Workload w = models::build_gpt2_workload(cfg, 1);

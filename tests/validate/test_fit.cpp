@@ -148,7 +148,8 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   // An O1 linear (fwd + bwd = 3 GEMMs) at 60 GFLOP/s overall.
   doc["autocast_linear"] = json::array();
   for (double f : {1e6, 1e7, 1e8})
-    doc["autocast_linear"].push_back({{"shape", {1, 1, 1}}, {"flops", f}, {"fp32_s", 3 * f / 50e9}, {"o1_s", 3 * (f / 60e9 + 1e-6)}});
+    doc["autocast_linear"].push_back(
+        {{"shape", {1, 1, 1}}, {"flops", f}, {"fp32_s", 3 * (f / 35e9 + 1e-6)}, {"o1_s", 3 * (f / 60e9 + 1e-6)}});
   const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
   const FitReport r = fit_profile(doc, {}, "gloo", cluster);
   const sim::DeviceProfile& p = r.profile;
@@ -165,6 +166,10 @@ TEST_CASE("fit_profile: activation and O1-linear tables from their microbenchmar
   // O1 linear: per-GEMM rate 60 GFLOP/s against the fitted bf16 peak.
   REQUIRE_FALSE(p.matmul_o1.table.empty());
   CHECK(1e8 / (p.spec.bf16_peak.value() * p.matmul_o1.at(1e8)) == doctest::Approx(1e8 / 60e9).epsilon(0.01));
+  // Its fp32 pass: fp32 linears at 35 GFLOP/s per GEMM against the fitted fp32 peak (the GEMM table's 50).
+  REQUIRE_FALSE(p.matmul_linear.table.empty());
+  CHECK(1e8 / (peak * p.matmul_linear.at(1e8)) == doctest::Approx(1e8 / 35e9).epsilon(0.01).scale(0));
+  CHECK(1e8 / (peak * p.matmul.at(1e8)) == doctest::Approx(1e8 / 50e9).epsilon(0.05).scale(0));
 }
 
 TEST_CASE("speed normalisation: every probed figure rescaled to the readings' median speed") {

@@ -184,6 +184,7 @@ TEST_CASE("table curves round-trip and slow down with sharing") {
 TEST_CASE("O1-linear and activation tables round-trip, and core sharing slows every table") {
   sim::DeviceProfile p = sample_profile();
   p.matmul_o1.table = {{1e6, 0.05}, {1e9, 0.4}};
+  p.matmul_linear.table = {{1e6, 0.3}, {1e9, 0.6}};
   p.activation.table = {{1e4, 0.02}, {1e8, 0.017}};
   p.activation_backward.table = {{1e4, 0.03}, {1e8, 0.027}};
   p.activation_half.table = {{1e4, 0.009}, {1e8, 0.007}};
@@ -191,6 +192,7 @@ TEST_CASE("O1-linear and activation tables round-trip, and core sharing slows ev
   sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
   CHECK(q.matmul_o1.at(1e9) == doctest::Approx(0.4));
+  CHECK(q.matmul_linear.at(1e6) == doctest::Approx(0.3));
   CHECK(q.activation.at(1e4) == doctest::Approx(0.02));
   CHECK(q.activation_backward.at(1e8) == doctest::Approx(0.027));
   CHECK(q.activation_half.at(1e8) == doctest::Approx(0.007));
@@ -199,6 +201,7 @@ TEST_CASE("O1-linear and activation tables round-trip, and core sharing slows ev
   const sim::DeviceProfile s = q.shared_by(4);
   CHECK(s.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.2));
   CHECK(s.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.2));
+  CHECK(s.matmul_linear.at(1e9) == doctest::Approx(0.6 / 2.2));
   CHECK(s.activation_half.at(1e8) == doctest::Approx(0.007 / 2.2));
 }
 
@@ -248,6 +251,7 @@ TEST_CASE("rank_sync by ranks: round trip, interpolation, and refusals") {
 TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   sim::DeviceProfile p = sample_profile();
   p.matmul_o1.table = {{1e6, 0.4}, {1e9, 0.4}};
+  p.matmul_linear.table = {{1e6, 0.6}, {1e9, 0.6}};
   p.activation.table = {{1e4, 0.02}, {1e8, 0.02}};
   // Without a reference the profile is unchanged.
   const sim::SpeedProbe now{2e-3, 3e-4, 6e-6};
@@ -278,6 +282,7 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   p.speed_reference.matmul_bf16_s = 5e-4;
   const sim::DeviceProfile h = p.at_speed({2e-3, 2e-4, 3e-6, 1.25e-3});
   CHECK(h.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
+  CHECK(h.matmul_linear.at(1e9) == doctest::Approx(0.6 / 2));  // an fp32 GEMM table
   CHECK(h.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.5));
   CHECK(h.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.5));
   sim::DeviceProfile q2 = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
