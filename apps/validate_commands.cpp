@@ -32,6 +32,8 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--input", "refit these raw microbenchmark JSON files (comma-separated) instead of running", &CalibrateArgs::inputs},
       {"--netns", "a matrix YAML whose `netns` section places the ranks in network namespaces", &CalibrateArgs::netns_matrix},
       {"--threads", "intra-op threads per rank", &CalibrateArgs::threads},
+      {"--bind", "bind each microbenchmark rank to its own cores (core; auto: while ranks x threads fit the cores; "
+                 "none), as dptwin exec --bind", &CalibrateArgs::bind, {"auto", "core", "none"}},
       {"--budget-s", "seconds of repetitions per microbenchmark case", &CalibrateArgs::budget_s},
       {"--max-bytes", "largest collective message (4 KiB .. this, x4 steps)", &CalibrateArgs::max_bytes},
       {"--quick", "a few shapes only (smoke tests)", &CalibrateArgs::quick},
@@ -127,6 +129,7 @@ int run_calibrate(const CalibrateArgs& a) {
   o.microbench = a.microbench;
   o.inputs = split(a.inputs);
   o.threads = a.threads;
+  o.bind = a.bind;
   if (a.threads < 1) throw InputError({"command line", 0, 0}, "--threads", "must be >= 1");
   if (!(a.budget_s > 0)) throw InputError({"command line", 0, 0}, "--budget-s", "must be > 0");
   o.budget_s = a.budget_s;

@@ -82,7 +82,9 @@ std::vector<ProcessSpec> plan_launch(const ExecOptions& o, const std::vector<std
   if (o.backend == "mpi") {
     ProcessSpec s;
     s.label = "mpirun";
-    s.argv = {"mpirun", "-np", std::to_string(o.np), "--bind-to", "none"};
+    const bool bind = !bind_cpus(o.bind, 0, o.np, o.threads, usable_cores()).empty();
+    s.argv = {"mpirun", "-np", std::to_string(o.np), "--bind-to", bind ? "core" : "none"};
+    if (bind && o.threads > 1) s.argv.insert(s.argv.end(), {"--map-by", fmt::format("slot:PE={}", o.threads)});
     if (o.np > online_cores()) s.argv.push_back("--oversubscribe");
     if (::geteuid() == 0) s.argv.push_back("--allow-run-as-root");
     for (const auto& [k, v] : tenv) {
@@ -104,6 +106,7 @@ std::vector<ProcessSpec> plan_launch(const ExecOptions& o, const std::vector<std
     s.argv.insert(s.argv.end(), worker_args.begin(), worker_args.end());
     s.env = tenv;
     if (o.backend != "fake") {
+      s.cpus = bind_cpus(o.bind, r, procs, o.threads, usable_cores());
       s.env.push_back({"RANK", std::to_string(r)});
       s.env.push_back({"LOCAL_RANK", std::to_string(r)});
       s.env.push_back({"WORLD_SIZE", std::to_string(o.np)});

@@ -6,7 +6,7 @@
 //    WORLD_SIZE, LOCAL_RANK, DPTWIN_STORE=file:<fresh temp dir>/store and the
 //    thread variables (OMP/OPENBLAS/MKL_NUM_THREADS = --threads) set;
 //  * backend mpi: one `mpirun -np N [--oversubscribe] [--allow-run-as-root]
-//    --bind-to none -x ... dptwin-exec ...` (OpenMPI);
+//    --bind-to core|none -x ... dptwin-exec ...` (OpenMPI; core as --bind resolves);
 //  * backend fake: one worker process whose ranks are threads.
 // Every worker gets the same options as this command. A rank that dies or
 // exits non-zero terminates the others (process.hpp); --launch-timeout-s

@@ -43,6 +43,9 @@ const std::vector<OptionRow>& exec_option_table() {
       {"--micro-batch", "samples per rank per micro-step", &O::micro_batch, {}},
       {"--grad-accum", "micro-steps per optimizer step", &O::grad_accum, {}},
       {"--threads", "intra-op threads per rank", &O::threads, {}},
+      {"--bind", "launcher: bind each rank to its own cores (core; auto: while ranks x threads fit the cores, as mpirun; "
+                 "none)",
+       &O::bind, {"auto", "core", "none"}},
       {"--seed", "seed of model init and data order", &O::seed, {}},
       {"--lr", "peak learning rate", &O::lr, {}},
       {"--lr-warmup", "linear learning-rate warm-up steps", &O::lr_warmup, {}},

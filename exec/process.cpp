@@ -1,10 +1,12 @@
 // exec/process.cpp — see process.hpp.
 #include "exec/process.hpp"
 
+#include <sched.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <fmt/format.h>
@@ -31,11 +33,24 @@ pid_t spawn(const ProcessSpec& spec) {
   argv.push_back(nullptr);
   for (const auto& e : env_strings) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  cpu_set_t mask;
+  CPU_ZERO(&mask);
+  if (!spec.cpus.empty()) {
+    const std::vector<int> usable = usable_cpus();
+    for (int i : spec.cpus) {
+      const int c = usable.empty() ? i : usable[static_cast<size_t>(std::max(i, 0)) % usable.size()];
+      if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &mask);
+    }
+  }
 
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(fmt::format("fork failed: {}", std::strerror(errno)));
   if (pid == 0) {
     ::setpgid(0, 0);
+    // Bound before exec, so every thread the program starts inherits the mask.
+    if (!spec.cpus.empty() && ::sched_setaffinity(0, sizeof mask, &mask) != 0)
+      std::fprintf(stderr, "dptwin: warning: %s runs unbound: sched_setaffinity failed: %s\n", spec.label.c_str(),
+                   std::strerror(errno));
     ::execvpe(argv[0], argv.data(), envp.data());
     std::fprintf(stderr, "dptwin: cannot execute '%s': %s\n", argv[0], std::strerror(errno));
     std::_Exit(127);
@@ -49,6 +64,27 @@ void signal_group(pid_t pid, int sig) {
 }
 
 }  // namespace
+
+std::vector<int> usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> cpus;
+  if (::sched_getaffinity(0, sizeof set, &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+std::vector<int> bind_cpus(const std::string& policy, int rank, int ranks, int threads, int cores) {
+  if (policy != "none" && policy != "core" && policy != "auto")
+    throw std::invalid_argument(fmt::format("binding policy '{}': expected auto, core or none", policy));
+  threads = std::max(1, threads);
+  cores = std::max(1, cores);
+  if (policy == "none" || (policy == "auto" && ranks * threads > cores)) return {};
+  std::vector<int> cpus;
+  for (int i = 0; i < std::min(threads, cores); ++i) cpus.push_back((rank * threads + i) % cores);
+  return cpus;
+}
 
 std::string describe(const ProcessResult& r) {
   if (r.signal != 0)

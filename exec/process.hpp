@@ -10,6 +10,7 @@
 // Torch-free. Thread-safety: call from one thread; it reaps only its children.
 #pragma once
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +21,26 @@ struct ProcessSpec {
   std::vector<std::string> argv;                          // argv[0] is looked up in PATH when it has no '/'
   std::vector<std::pair<std::string, std::string>> env;   // added to / overriding the parent's environment
   std::string label;                                      // e.g. "rank 3", used in messages
+  // Bind the process and all its threads to these CPUs (sched_setaffinity),
+  // given as indices into the CPUs the launcher may use (usable_cpus(): in a
+  // container limited to CPUs 4-5, index 0 is CPU 4); empty: unbound.
+  std::vector<int> cpus;
 };
+
+// The CPUs rank `rank` of `ranks` (each with `threads` intra-op threads) is
+// bound to on a machine of `cores` CPUs, by policy: "none" binds nothing;
+// "core" gives rank r the cores r*threads .. r*threads+threads-1 (modulo
+// `cores`, so more ranks than cores share them in turn); "auto" is "core"
+// while ranks x threads fit the cores and "none" beyond (OpenMPI's default:
+// bind to cores up to the cores, nothing when oversubscribed). Binding keeps
+// a rank's threads (Gloo's, Horovod's loop) off the other ranks' cores: woken
+// unbound, they queue behind another rank's compute for up to a scheduler tick.
+std::vector<int> bind_cpus(const std::string& policy, int rank, int ranks, int threads, int cores);
+
+// The CPUs this process may run on (sched_getaffinity), ascending; the
+// count is the `cores` to bind within.
+std::vector<int> usable_cpus();
+inline int usable_cores() { return std::max<int>(1, static_cast<int>(usable_cpus().size())); }
 
 struct ProcessResult {
   std::string label;

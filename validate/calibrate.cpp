@@ -86,6 +86,7 @@ json run_compute_pass(const CalibrateOptions& o, const std::string& bin, const f
   s.argv = {bin, "--mode", "compute", "--out", out};
   for (auto& a : common_args(o)) s.argv.push_back(a);
   s.env = thread_env(o);
+  s.cpus = exec::bind_cpus(o.bind, 0, 1, o.threads, exec::usable_cores());
   s.label = "microbench compute";
   if (o.log) o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank)", o.threads));
   run_group({s}, o.timeout_s, "the compute microbenchmark");
@@ -105,7 +106,9 @@ json run_comm_pass(const CalibrateOptions& o, const std::string& bin, const fs::
   std::vector<exec::ProcessSpec> specs;
   if (o.backend == "mpi") {
     exec::ProcessSpec s;
-    s.argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", "--bind-to", "none"};
+    const bool bind = !exec::bind_cpus(o.bind, 0, n, o.threads, exec::usable_cores()).empty();
+    s.argv = {"mpirun", "-np", std::to_string(n), "--oversubscribe", "--bind-to", bind ? "core" : "none"};
+    if (bind && o.threads > 1) s.argv.insert(s.argv.end(), {"--map-by", fmt::format("slot:PE={}", o.threads)});
     if (::geteuid() == 0) s.argv.push_back("--allow-run-as-root");
     for (const auto& [k, v] : env) s.argv.insert(s.argv.end(), {"-x", k + "=" + v});
     s.argv.push_back(bin);
@@ -131,6 +134,7 @@ json run_comm_pass(const CalibrateOptions& o, const std::string& bin, const fs::
       s.argv.insert(s.argv.end(), args.begin(), args.end());
       s.env.insert(s.env.end(), env.begin(), env.end());
       s.env.insert(s.env.end(), {{"RANK", std::to_string(r)}, {"WORLD_SIZE", std::to_string(n)}, {"DPTWIN_STORE", store}});
+      s.cpus = exec::bind_cpus(o.bind, r, n, o.threads, exec::usable_cores());
       s.label = fmt::format("microbench rank {}", r);
       specs.push_back(std::move(s));
     }

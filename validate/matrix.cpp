@@ -54,7 +54,7 @@ std::vector<int> ints(const YamlNode& n, int lo, int hi, const char* what) {
 }  // namespace
 
 ValidationMatrix parse_matrix(const YamlNode& root, const std::string& base_dir) {
-  root.check_keys({"name", "description", "cluster", "backend", "threads", "steps", "warmup_steps", "repeats",
+  root.check_keys({"name", "description", "cluster", "backend", "threads", "bind", "steps", "warmup_steps", "repeats",
                    "emulated", "netns", "ranking_tie_pct", "grids"});
   ValidationMatrix m;
   m.file = root.file();
@@ -73,6 +73,11 @@ ValidationMatrix parse_matrix(const YamlNode& root, const std::string& base_dir)
     if (m.backend != "gloo" && m.backend != "mpi") b->fail(fmt::format("backend must be gloo or mpi, got '{}'", m.backend));
   }
   if (auto n = root.find("threads")) m.threads = ints(*n, 1, 256, "threads").front();
+  if (auto b = root.find("bind")) {
+    m.bind = b->as<std::string>();
+    if (m.bind != "auto" && m.bind != "core" && m.bind != "none")
+      b->fail(fmt::format("bind must be auto, core or none, got '{}'", m.bind));
+  }
   if (auto n = root.find("steps")) m.steps = ints(*n, 2, 100000, "steps").front();
   if (auto n = root.find("warmup_steps")) m.warmup_steps = ints(*n, 0, 100000, "warmup_steps").front();
   if (m.warmup_steps >= m.steps) root.at("warmup_steps").fail("warmup_steps must be below steps");

@@ -272,7 +272,7 @@ std::vector<std::string> exec_args(const ValidationMatrix& m, const ValidationCa
                              "--model", c.model, "--micro-batch", std::to_string(c.micro_batch), "--steps",
                              std::to_string(c.steps > 0 ? c.steps : m.steps), "--warmup-steps",
                              std::to_string(c.steps > 0 ? c.warmup_steps : m.warmup_steps), "--threads",
-                             std::to_string(m.threads), "--precision", c.precision, "--amp",
+                             std::to_string(m.threads), "--bind", m.bind, "--precision", c.precision, "--amp",
                              c.precision == "bf16" ? "o1" : "none"};
   if (c.seq_len > 0) a.insert(a.end(), {"--seq-len", std::to_string(c.seq_len)});
   return a;
@@ -373,6 +373,7 @@ std::vector<exec::ProcessSpec> launch_specs(const ValidationMatrix& m, const Val
              {"OMP_NUM_THREADS", th},
              {"OPENBLAS_NUM_THREADS", th},
              {"MKL_NUM_THREADS", th}};
+    s.cpus = exec::bind_cpus(m.bind, r, c.ranks, m.threads, exec::usable_cores());
     s.label = fmt::format("rank {} ({})", r, m.netns.namespaces[r]);
     specs.push_back(std::move(s));
   }

@@ -139,6 +139,17 @@ TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
     CHECK(env_of(specs[r], "OPENBLAS_NUM_THREADS") == "2");
     CHECK(env_of(specs[r], "DPTWIN_STORE") == "file:/tmp/x/store");
   }
+  CHECK(specs[1].cpus.empty());  // unbound by default
+  // auto: bound while the ranks fit (3 x 2 threads: only on a machine of 6 cores or more).
+  o = parse({"--np", "3", "--threads", "2", "--bind", "auto"});
+  specs = plan_launch(o, {}, "/bin/worker", "/tmp/x");
+  CHECK(specs[1].cpus == (3 * 2 <= usable_cores() ? std::vector<int>{2, 3} : std::vector<int>{}));
+  o = parse({"--np", "3", "--threads", "2", "--bind", "core"});
+  specs = plan_launch(o, {}, "/bin/worker", "/tmp/x");
+  CHECK(specs[2].cpus == std::vector<int>{4 % usable_cores(), 5 % usable_cores()});
+  o = parse({"--np", "1", "--bind", "none"});
+  CHECK(plan_launch(o, {}, "/bin/worker", "/tmp/x")[0].cpus.empty());
+  CHECK(error_of({"--bind", "socket"}).find("--bind") != std::string::npos);
   o = parse({"--np", "64", "--backend", "mpi"});
   specs = plan_launch(o, {"--np", "64"}, "/bin/worker", "/tmp/x");
   REQUIRE(specs.size() == 1);
@@ -146,6 +157,7 @@ TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
   CHECK(a[0] == "mpirun");
   CHECK(a[2] == "64");
   CHECK(std::find(a.begin(), a.end(), "--oversubscribe") != a.end());  // 64 > cores here
+  CHECK(*(std::find(a.begin(), a.end(), "--bind-to") + 1) == "none");   // oversubscribed: unbound
   CHECK(std::find(a.begin(), a.end(), "/bin/worker") != a.end());
   o = parse({"--np", "4", "--backend", "fake"});
   CHECK(plan_launch(o, {}, "/bin/worker", "/tmp/x").size() == 1);  // ranks are threads

@@ -2,8 +2,14 @@
 #include <doctest.h>
 #include <signal.h>
 
+#include <unistd.h>
+
 #include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "exec/process.hpp"
 #include "exec/result.hpp"
@@ -117,4 +123,44 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
   CHECK(back.spans.size() == 12);
   CHECK(back.steps[3].loss == doctest::Approx(3.0));
   CHECK(back.device_peak_bytes == 5000);
+}
+
+TEST_CASE("binding: ranks to cores by policy") {
+  using V = std::vector<int>;
+  // auto: one core per rank while ranks x threads fit the cores, unbound beyond (as mpirun).
+  CHECK(bind_cpus("auto", 0, 2, 1, 2) == V{0});
+  CHECK(bind_cpus("auto", 1, 2, 1, 2) == V{1});
+  CHECK(bind_cpus("auto", 3, 4, 1, 2).empty());
+  CHECK(bind_cpus("auto", 1, 2, 2, 4) == V{2, 3});
+  CHECK(bind_cpus("auto", 0, 1, 4, 2).empty());
+  // core: always bound; more ranks than cores take the cores in turn.
+  CHECK(bind_cpus("core", 3, 4, 1, 2) == V{1});
+  CHECK(bind_cpus("core", 2, 4, 1, 2) == V{0});
+  CHECK(bind_cpus("core", 0, 1, 4, 2) == V{0, 1});
+  CHECK(bind_cpus("none", 0, 1, 1, 2).empty());
+  CHECK_THROWS_AS(bind_cpus("socket", 0, 1, 1, 2), std::invalid_argument);
+}
+
+TEST_CASE("binding: a spawned process and its threads run on the CPUs of its spec") {
+  char tmpl[] = "/tmp/dptwin-bind-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  const std::string dir = tmpl;
+  ProcessSpec bound = sh("grep Cpus_allowed_list /proc/self/status > " + dir + "/bound", "bound");
+  bound.cpus = {0};
+  const ProcessSpec free = sh("grep Cpus_allowed_list /proc/self/status > " + dir + "/free", "free");
+  REQUIRE(run_process_group({bound, free}, 10).ok);
+  auto read = [&](const std::string& name) {
+    std::ifstream f(dir + "/" + name);
+    std::string line;
+    std::getline(f, line);
+    return line.substr(line.find(':') + 1);
+  };
+  const std::string b = read("bound"), f = read("free");
+  CHECK(b.find_first_not_of(" \t") != std::string::npos);
+  // Index 0 of the CPUs this process may use (CPU 0 unless a container limits them).
+  const std::vector<int> usable = usable_cpus();
+  REQUIRE_FALSE(usable.empty());
+  CHECK(b.substr(b.find_first_not_of(" \t")) == std::to_string(usable[0]));
+  if (usable.size() > 1) CHECK(f.substr(f.find_first_not_of(" \t")) != std::to_string(usable[0]));
+  std::filesystem::remove_all(dir);
 }

@@ -28,6 +28,7 @@ TEST_CASE("the default matrix expands to single + 3 strategies x 2 rank counts x
   CHECK(m.cases.size() == 4 + 24);
   CHECK(m.backend == "gloo");
   CHECK(m.cluster == "localhost-cpu");
+  CHECK(m.bind == "none");
   CHECK(m.cases.front().strategy == "single");
   CHECK(m.cases.front().ranks == 1);
   // Tiny cases run 120 steps (20 warm-up), small ones the matrix's 24 (6).
@@ -70,6 +71,9 @@ TEST_CASE("matrix errors name the file, line and key") {
   CHECK(error_of("name: x\nwarmup_steps: 8\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2, steps: 6, warmup_steps: 2}\n").empty());
   e = error_of("name: x\nemulated: true\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n");
   CHECK(e.find("netns") != std::string::npos);
+  e = error_of("name: x\nbind: socket\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n");
+  CHECK(e.find("m.yaml:2") != std::string::npos);
+  CHECK(e.find("bind must be auto, core or none") != std::string::npos);
   e = error_of("name: x\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2, precision: fp8}\n");
   CHECK(e.find("unknown precision 'fp8'") != std::string::npos);
 }
@@ -94,6 +98,9 @@ TEST_CASE("a case runs with its grid's steps, else the matrix's") {
   CHECK(arg_after(small, "--steps") == "12");
   CHECK(arg_after(small, "--warmup-steps") == "2");
   CHECK(arg_after(sps, "--steps") == "30");  // its own steps, the matrix's warm-up
+  CHECK(arg_after(tiny, "--bind") == "none");   // the matrix's binding, passed to dptwin exec
+  m = parse_matrix(load_yaml_string("name: x\nbind: auto\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n", "m.yaml"), ".");
+  CHECK(arg_after(exec_args(m, m.cases[0]), "--bind") == "auto");
   CHECK(arg_after(sps, "--warmup-steps") == "2");
 }
 
