@@ -31,6 +31,19 @@ models::OpSpec find_op(const std::vector<models::OpSpec>& ops, const std::string
   FAIL("no op " << name);
   return models::OpSpec{};
 }
+
+// A Linear's GEMM C[m,n] = A[m,k] B[k,n] in one pass.
+models::OpSpec linear_op(int64_t m, int64_t k, int64_t n, models::Pass pass) {
+  models::OpSpec op;
+  op.cls = models::OpClass::Matmul;
+  op.pass = pass;
+  op.m = m, op.k = k, op.n = n;
+  op.flops = 2.0 * m * k * n;
+  op.elements_read = static_cast<double>(m * k + k * n);
+  op.elements_written = static_cast<double>(m * n);
+  return op;
+}
+
 }  // namespace
 
 TEST_CASE("a large matmul is compute bound: FLOPs / (peak x efficiency) + launch") {
@@ -148,13 +161,7 @@ TEST_CASE("a fused GELU is an activation op priced by its measured per-pass, per
 }
 
 TEST_CASE("O1 linears use the measured autocast-linear table; O2 keeps the half GEMM table") {
-  models::OpSpec op;
-  op.cls = models::OpClass::Matmul;
-  op.pass = models::Pass::Forward;
-  op.m = 512, op.k = 128, op.n = 512;
-  op.flops = 2.0 * 512 * 128 * 512;
-  op.elements_read = 512.0 * 128 + 128.0 * 512;
-  op.elements_written = 512.0 * 512;
+  models::OpSpec op = linear_op(512, 128, 512, models::Pass::Forward);
   DeviceProfile dev = test_device();
   dev.matmul_half.table = {{1e3, 0.6}, {1e12, 0.6}};
   const PrecisionMode o1{AmpLevel::O1, DType::BF16}, o2{AmpLevel::O2, DType::BF16};
@@ -175,13 +182,7 @@ TEST_CASE("O1 linears use the measured autocast-linear table; O2 keeps the half 
 }
 
 TEST_CASE("fp32 linears use the measured fp32 Linear table; O1 linears and batched GEMMs do not") {
-  models::OpSpec op;
-  op.cls = models::OpClass::Matmul;
-  op.pass = models::Pass::Backward;
-  op.m = 2048, op.k = 768, op.n = 768;
-  op.flops = 2.0 * 2048 * 768 * 768;
-  op.elements_read = 2048.0 * 768 + 768.0 * 768;
-  op.elements_written = 2048.0 * 768;
+  models::OpSpec op = linear_op(2048, 768, 768, models::Pass::Backward);
   DeviceProfile dev = test_device();
   const PrecisionMode fp32, o1{AmpLevel::O1, DType::BF16};
   const double table = op_cost(op, dev, fp32).time.seconds();
