@@ -38,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/comm_fwd.hpp"
 #include "exec/measure.hpp"
 
 namespace dptwin::exec {
@@ -186,9 +187,21 @@ void mpi_finalize();            // at clean exit, after every MPI communicator i
 
 // Gloo through c10d::ProcessGroupGloo. `store` is "file:PATH" or "tcp:HOST:PORT"
 // (rank 0 serves the TCP store). Available when built with Gloo headers.
+//
+// `loop_nice`: how much nicer than the calling thread Gloo's TCP event-loop
+// thread runs (named "gloo-loop"; capped at 19; 0 leaves it as Gloo starts it;
+// relative, so that under `--nice -20` the loop keeps the same share). That thread takes a pair's lock
+// with try_lock and, while a worker thread holds it (sending), goes back to a
+// level-triggered epoll_wait that fires again at once: it spins until the
+// worker lets go. Woken by incoming data on the core a worker shares with it
+// (a rank bound to one core), it preempts that worker and spins out its time
+// slice, 2-4 ms per collective; unbound, it spins on the other core, in the
+// other rank's compute. Niced, it no longer preempts a worker of its core
+// (exec/README "Gloo's event loop"). Default kGlooLoopNice (comm_fwd.hpp).
 bool gloo_available();
 std::unique_ptr<Communicator> make_gloo_communicator(const std::string& store, int rank, int size,
-                                                     std::chrono::duration<double> timeout);
+                                                     std::chrono::duration<double> timeout,
+                                                     int loop_nice = kGlooLoopNice);
 
 // NCCL through c10d::ProcessGroupNCCL (CUDA builds with -Dnccl=enabled only).
 bool nccl_available();

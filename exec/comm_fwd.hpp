@@ -5,4 +5,8 @@
 namespace dptwin::exec {
 class Communicator;
 class Work;
+
+// How much nicer than its rank Gloo's event-loop thread runs by default
+// (make_gloo_communicator).
+inline constexpr int kGlooLoopNice = 19;
 }  // namespace dptwin::exec

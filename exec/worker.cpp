@@ -143,7 +143,7 @@ int run_worker(int argc, char** argv) {
       } else if (o.backend == "nccl") {
         comm = make_nccl_communicator(gloo_store(o, env), env.rank, env.world, timeout);
       } else {
-        comm = make_gloo_communicator(gloo_store(o, env), env.rank, env.world, timeout);
+        comm = make_gloo_communicator(gloo_store(o, env), env.rank, env.world, timeout, o.gloo_loop_nice);
       }
       comm->set_timeout(timeout);
       rank = comm->rank();

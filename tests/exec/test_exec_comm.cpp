@@ -1,10 +1,16 @@
 // tests/exec/test_exec_comm.cpp — every operation of the comm interface on the
 // in-process backends: the fake, and Gloo (ranks as threads over a FileStore).
 #include "torch_doctest.hpp"
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
+
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <thread>
 
 #include "exec/comm.hpp"
@@ -30,7 +36,25 @@ void on_ranks(std::vector<std::unique_ptr<Communicator>>& comms, const std::func
   for (size_t r = 0; r < errors.size(); ++r) CHECK_MESSAGE(errors[r].empty(), "rank " << r << ": " << errors[r]);
 }
 
-std::vector<std::unique_ptr<Communicator>> gloo_ranks(int n) {
+// The niceness of every thread of this process named "gloo-loop".
+std::vector<int> gloo_loop_nices() {
+  std::vector<int> out;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::string comm;
+    std::getline(std::ifstream(task.path() / "comm"), comm);
+    if (comm != "gloo-loop") continue;
+    std::string stat;
+    std::getline(std::ifstream(task.path() / "stat"), stat);
+    std::istringstream rest(stat.substr(stat.rfind(')') + 2));  // fields 3.. (state, ppid, ...)
+    std::string field;
+    for (int i = 3; i <= 19 && rest >> field; ++i) {
+    }
+    out.push_back(std::stoi(field));  // field 19: nice
+  }
+  return out;
+}
+
+std::vector<std::unique_ptr<Communicator>> gloo_ranks(int n, int loop_nice = kGlooLoopNice) {
   const std::string path = (std::filesystem::temp_directory_path() /
                             ("dptwin-gloo-test-" + std::to_string(::getpid()) + "-" + std::to_string(n)))
                                .string();
@@ -38,7 +62,8 @@ std::vector<std::unique_ptr<Communicator>> gloo_ranks(int n) {
   std::vector<std::unique_ptr<Communicator>> comms(static_cast<size_t>(n));
   std::vector<std::thread> ts;
   for (int r = 0; r < n; ++r)
-    ts.emplace_back([&, r] { comms[static_cast<size_t>(r)] = make_gloo_communicator("file:" + path, r, n, 20s); });
+    ts.emplace_back(
+        [&, r] { comms[static_cast<size_t>(r)] = make_gloo_communicator("file:" + path, r, n, 20s, loop_nice); });
   for (auto& t : ts) t.join();
   return comms;
 }
@@ -120,6 +145,30 @@ TEST_CASE("gloo backend: every operation, 2 ranks in threads over a file store")
   if (!gloo_available()) return;
   auto comms = gloo_ranks(2);
   exercise_all_ops(comms);
+}
+
+TEST_CASE("gloo backend: each rank's event-loop thread is named gloo-loop and niced (comm.hpp, loop_nice)") {
+  REQUIRE(gloo_loop_nices().empty());  // earlier cases' communicators are gone, and their loops with them
+  errno = 0;
+  const int own = ::getpriority(PRIO_PROCESS, 0);
+  REQUIRE(own < 19);
+  {
+    auto comms = gloo_ranks(2);
+    CHECK(gloo_loop_nices() == std::vector<int>(2, std::min(19, own + kGlooLoopNice)));
+    CHECK(kGlooLoopNice == 19);
+    exercise_all_ops(comms);  // still correct with the loop niced
+  }
+  CHECK(gloo_loop_nices().empty());
+  {
+    auto plain = gloo_ranks(3, 0);
+    CHECK(gloo_loop_nices() == std::vector<int>(3, own));  // named, left at the rank's niceness
+  }
+  // Relative to the creating thread: a rank at nice 4 gets its loop at 4 + 6.
+  std::thread([&] {
+    ::setpriority(PRIO_PROCESS, 0, own + 4);  // this thread only (Linux)
+    auto comms = gloo_ranks(2, 6);
+    CHECK(gloo_loop_nices() == std::vector<int>(2, std::min(19, own + 10)));
+  }).join();
 }
 
 TEST_CASE("ring allreduce over send/recv equals the backend's allreduce (fake 1-4 ranks, gloo 2 ranks)") {

@@ -37,7 +37,7 @@ GroupOutcome run_worker(std::vector<std::string> args, double timeout_s = 180) {
   std::vector<std::string> argv{worker(), "--model", "tiny", "--synthetic-tokens", "32768", "--comm-timeout-s", "30",
                                 "--launch-timeout-s", std::to_string(static_cast<int>(timeout_s))};
   argv.insert(argv.end(), args.begin(), args.end());
-  return run_process_group({ProcessSpec{argv, {}, "dptwin-exec"}}, timeout_s + 30);
+  return run_process_group({ProcessSpec{argv, {}, "dptwin-exec", {}}}, timeout_s + 30);
 }
 
 }  // namespace

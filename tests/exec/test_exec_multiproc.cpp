@@ -55,7 +55,7 @@ Run exec(std::vector<std::string> args, double timeout_s = 120) {
   argv.insert(argv.end(), args.begin(), args.end());
   const auto t0 = std::chrono::steady_clock::now();
   Run r;
-  r.outcome = run_process_group({ProcessSpec{argv, {}, "dptwin-exec"}}, timeout_s + 30);
+  r.outcome = run_process_group({ProcessSpec{argv, {}, "dptwin-exec", {}}}, timeout_s + 30);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }

@@ -55,6 +55,7 @@ TEST_CASE("option table: unique long flags, help text, every field reachable") {
   o.rebuild_buckets = false;
   o.double_step = true;
   o.synthetic_tokens = 4096;
+  o.gloo_loop_nice = 0;
   o.out = "r.json";
   std::vector<std::string> args = to_args(o);
   const ExecOptions back = parse(args);
@@ -67,6 +68,8 @@ TEST_CASE("option table: unique long flags, help text, every field reachable") {
   CHECK_FALSE(back.rebuild_buckets);
   CHECK(back.double_step);
   CHECK(back.synthetic_tokens == 4096);
+  CHECK(back.gloo_loop_nice == 0);
+  CHECK(ExecOptions{}.gloo_loop_nice == kGlooLoopNice);
   CHECK(back.out == "r.json");
   CHECK(to_args(back) == args);
 }
@@ -120,6 +123,8 @@ TEST_CASE("bad input names the flag") {
         std::string::npos);
   CHECK(error_of({"--strategy", "sps", "--devices-per-process", "0"}).find("--devices-per-process") != std::string::npos);
   CHECK(error_of({"--micro-batch", "x"}).find("--micro-batch") != std::string::npos);
+  CHECK(error_of({"--gloo-loop-nice", "20"}).find("--gloo-loop-nice") != std::string::npos);
+  CHECK(error_of({"--gloo-loop-nice", "-1"}).find("must be in [0, 19]") != std::string::npos);
 }
 
 TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
