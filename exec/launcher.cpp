@@ -109,6 +109,7 @@ std::vector<ProcessSpec> plan_launch(const ExecOptions& o, const std::vector<std
       s.cpus = bind_cpus(o.bind, r, procs, o.threads, usable_cores());
       s.env.push_back({"RANK", std::to_string(r)});
       s.env.push_back({"LOCAL_RANK", std::to_string(r)});
+      s.env.push_back({"LOCAL_WORLD_SIZE", std::to_string(o.np)});
       s.env.push_back({"WORLD_SIZE", std::to_string(o.np)});
       if (o.store.empty()) s.env.push_back({"DPTWIN_STORE", "file:" + store_dir + "/store"});
     }

@@ -48,7 +48,7 @@ const std::vector<OptionRow>& exec_option_table() {
        &O::bind, {"auto", "core", "none"}},
       {"--gloo-loop-nice",
        "gloo: how much nicer than the rank Gloo's event-loop thread runs (it spins while a worker thread holds a "
-       "pair's lock; 0: as Gloo starts it)",
+       "pair's lock; 0: as Gloo starts it; -1: 19 while this host's ranks x threads fit its cores, 10 beyond)",
        &O::gloo_loop_nice, {}},
       {"--seed", "seed of model init and data order", &O::seed, {}},
       {"--lr", "peak learning rate", &O::lr, {}},
@@ -146,7 +146,7 @@ void validate_exec_options(const ExecOptions& o) {
   need(o.micro_batch >= 1, "--micro-batch", "must be >= 1");
   need(o.grad_accum >= 1, "--grad-accum", "must be >= 1");
   need(o.threads >= 1 && o.threads <= 1024, "--threads", "must be in [1, 1024]");
-  need(o.gloo_loop_nice >= 0 && o.gloo_loop_nice <= 19, "--gloo-loop-nice", "must be in [0, 19]");
+  need(o.gloo_loop_nice >= -1 && o.gloo_loop_nice <= 19, "--gloo-loop-nice", "must be -1 (auto) or in [0, 19]");
   need(o.seq_len >= 0, "--seq-len", "must be >= 0");
   need(o.lr > 0, "--lr", "must be > 0");
   need(o.lr_warmup >= 0, "--lr-warmup", "must be >= 0");

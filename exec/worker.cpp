@@ -13,6 +13,7 @@
 #include "exec/atomic_file.hpp"
 #include "exec/comm.hpp"
 #include "exec/launcher.hpp"
+#include "exec/process.hpp"
 #include "exec/trainer.hpp"
 
 namespace dptwin::exec {
@@ -35,6 +36,15 @@ RankEnv detect_rank_env() {
     if (r && w) return {true, std::atoi(r), std::atoi(w), p[2]};
   }
   return {};
+}
+
+// Ranks on this host: torchrun's and the launcher's LOCAL_WORLD_SIZE, mpirun's
+// local size, else all of them (the netns validation's "nodes" share this
+// host's cores).
+int host_ranks(int world) {
+  for (const char* var : {"LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"})
+    if (const char* v = std::getenv(var); v && std::atoi(v) > 0) return std::atoi(v);
+  return world;
 }
 
 std::string gloo_store(const ExecOptions& o, const RankEnv& env) {
@@ -143,7 +153,9 @@ int run_worker(int argc, char** argv) {
       } else if (o.backend == "nccl") {
         comm = make_nccl_communicator(gloo_store(o, env), env.rank, env.world, timeout);
       } else {
-        comm = make_gloo_communicator(gloo_store(o, env), env.rank, env.world, timeout, o.gloo_loop_nice);
+        comm = make_gloo_communicator(
+            gloo_store(o, env), env.rank, env.world, timeout,
+            resolve_gloo_loop_nice(o.gloo_loop_nice, host_ranks(env.world), o.threads, usable_cores()));
       }
       comm->set_timeout(timeout);
       rank = comm->rank();

@@ -66,7 +66,7 @@ struct Args {
   std::string mode = "compute";
   std::string backend = "gloo";
   int threads = 1;
-  int gloo_loop_nice = dptwin::exec::kGlooLoopNice;
+  int gloo_loop_nice = dptwin::exec::kGlooLoopNiceAuto;
   double budget_s = 0.15;       // time budget per case (seconds of repetitions)
   int min_reps = 3, max_reps = 50;
   int rounds = 3;               // comm/sync mode: interleaved rounds of every probe
@@ -1108,8 +1108,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"compute", "comm", "speed", "sync"}));
   app.add_option("--backend", a.backend, "comm backend (comm mode)")->check(CLI::IsMember({"gloo", "mpi"}));
   app.add_option("--threads", a.threads, "intra-op threads")->check(CLI::PositiveNumber);
-  app.add_option("--gloo-loop-nice", a.gloo_loop_nice, "comm mode, gloo: Gloo's event-loop thread this much nicer than the rank (as dptwin exec)")
-      ->check(CLI::Range(0, 19));
+  app.add_option("--gloo-loop-nice", a.gloo_loop_nice, "comm mode, gloo: Gloo's event-loop thread this much nicer than the rank (-1: by the "
+                 "ranks x threads that share the cores, as dptwin exec)")
+      ->check(CLI::Range(-1, 19));
   app.add_option("--budget-s", a.budget_s, "seconds of repetitions per case")->check(CLI::PositiveNumber);
   app.add_option("--min-bytes", a.min_bytes, "smallest collective message (x4 steps)")->check(CLI::Range(4.0, 1e12));
   app.add_option("--max-bytes", a.max_bytes, "largest collective message")->check(CLI::Range(4.0, 1e12));
@@ -1147,9 +1148,11 @@ int main(int argc, char** argv) {
       } else {
         const char* store = std::getenv("DPTWIN_STORE");
         if (!store) throw std::runtime_error("gloo: set DPTWIN_STORE=file:PATH (and RANK, WORLD_SIZE)");
-        c.comm = dptwin::exec::make_gloo_communicator(store, env_int("RANK", "OMPI_COMM_WORLD_RANK", 0),
-                                                      env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1), kTimeout,
-                                                      a.gloo_loop_nice);
+        const int world = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
+        c.comm = dptwin::exec::make_gloo_communicator(
+            store, env_int("RANK", "OMPI_COMM_WORLD_RANK", 0), world, kTimeout,
+            dptwin::exec::resolve_gloo_loop_nice(a.gloo_loop_nice, world, a.threads,
+                                                 static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))));
       }
       c.rank = c.comm->rank();
       c.size = c.comm->size();

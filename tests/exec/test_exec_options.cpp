@@ -69,7 +69,7 @@ TEST_CASE("option table: unique long flags, help text, every field reachable") {
   CHECK(back.double_step);
   CHECK(back.synthetic_tokens == 4096);
   CHECK(back.gloo_loop_nice == 0);
-  CHECK(ExecOptions{}.gloo_loop_nice == kGlooLoopNice);
+  CHECK(ExecOptions{}.gloo_loop_nice == kGlooLoopNiceAuto);
   CHECK(back.out == "r.json");
   CHECK(to_args(back) == args);
 }
@@ -124,7 +124,7 @@ TEST_CASE("bad input names the flag") {
   CHECK(error_of({"--strategy", "sps", "--devices-per-process", "0"}).find("--devices-per-process") != std::string::npos);
   CHECK(error_of({"--micro-batch", "x"}).find("--micro-batch") != std::string::npos);
   CHECK(error_of({"--gloo-loop-nice", "20"}).find("--gloo-loop-nice") != std::string::npos);
-  CHECK(error_of({"--gloo-loop-nice", "-1"}).find("must be in [0, 19]") != std::string::npos);
+  CHECK(error_of({"--gloo-loop-nice", "-2"}).find("must be -1 (auto) or in [0, 19]") != std::string::npos);
 }
 
 TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
@@ -143,6 +143,7 @@ TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
     CHECK(env_of(specs[r], "OMP_NUM_THREADS") == "2");
     CHECK(env_of(specs[r], "OPENBLAS_NUM_THREADS") == "2");
     CHECK(env_of(specs[r], "DPTWIN_STORE") == "file:/tmp/x/store");
+    CHECK(env_of(specs[r], "LOCAL_WORLD_SIZE") == "3");  // the ranks sharing this host (Gloo's loop niceness)
   }
   CHECK(specs[1].cpus.empty());  // unbound by default
   // auto: bound while the ranks fit (3 x 2 threads: only on a machine of 6 cores or more).
@@ -179,4 +180,14 @@ TEST_CASE("device placement: --device, and auto by backend, strategy and in-proc
   // fp16 is refused exactly where the placement is the CPU.
   CHECK_NOTHROW(parse({"--strategy", "single", "--precision", "fp16", "--amp", "o1"}));
   CHECK_NOTHROW(parse({"--device", "cuda", "--precision", "fp16", "--amp", "o1"}));
+}
+
+TEST_CASE("Gloo's loop niceness: a setting is kept, auto is 19 while the host's ranks fit its cores, 10 beyond") {
+  CHECK(resolve_gloo_loop_nice(0, 4, 1, 2) == 0);
+  CHECK(resolve_gloo_loop_nice(7, 1, 1, 2) == 7);
+  CHECK(resolve_gloo_loop_nice(kGlooLoopNiceAuto, 2, 1, 2) == 19);
+  CHECK(resolve_gloo_loop_nice(kGlooLoopNiceAuto, 1, 1, 1) == 19);
+  CHECK(resolve_gloo_loop_nice(kGlooLoopNiceAuto, 4, 1, 2) == 10);    // 4 ranks on 2 cores
+  CHECK(resolve_gloo_loop_nice(kGlooLoopNiceAuto, 2, 2, 2) == 10);    // 2 ranks x 2 threads on 2 cores
+  CHECK(resolve_gloo_loop_nice(kGlooLoopNiceAuto, 8, 2, 16) == 19);
 }
