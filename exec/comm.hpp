@@ -197,7 +197,8 @@ void mpi_finalize();            // at clean exit, after every MPI communicator i
 // (a rank bound to one core), it preempts that worker and spins out its time
 // slice, 2-4 ms per collective; unbound, it spins on the other core, in the
 // other rank's compute. Niced, it no longer preempts a worker of its core
-// (exec/README "Gloo's event loop"). Default kGlooLoopNice (comm_fwd.hpp).
+// (exec/README "Gloo's event loop"). The options' default picks it by
+// resolve_gloo_loop_nice (comm_fwd.hpp).
 bool gloo_available();
 std::unique_ptr<Communicator> make_gloo_communicator(const std::string& store, int rank, int size,
                                                      std::chrono::duration<double> timeout,
