@@ -225,13 +225,15 @@ bool in_epoll_wait(int tid) {
 // device's constructor started, found in epoll_wait (comm.hpp, loop_nice).
 // One device at a time per process, so that no other device's loop is taken
 // for this one's (tests create ranks as threads of one process).
-std::shared_ptr<::gloo::transport::Device> make_device(const std::function<std::shared_ptr<::gloo::transport::Device>()>& create,
-                                                       int loop_nice) {
+using GlooDevice = std::shared_ptr<::gloo::transport::Device>;
+
+GlooDevice make_device(const std::function<GlooDevice()>& create, int loop_nice) {
   static std::mutex mu;
   std::lock_guard<std::mutex> lock(mu);
   const std::vector<int> before = own_threads();
   errno = 0;
-  const int own_nice = ::getpriority(PRIO_PROCESS, 0);  // this thread's: the loop's is relative to it
+  int own_nice = ::getpriority(PRIO_PROCESS, 0);  // this thread's: the loop's is relative to it
+  if (own_nice == -1 && errno != 0) own_nice = 0;   // -1 is also a niceness
   auto device = create();
   std::vector<int> started;
   for (int tid : own_threads())
@@ -256,7 +258,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const std::string& store_sp
   const auto ms = std::chrono::milliseconds(static_cast<int64_t>(timeout.count() * 1000));
   auto store = make_c10d_store(store_spec, rank, size, ms);
   auto device = make_device(
-      [&]() -> std::shared_ptr<::gloo::transport::Device> {
+      [&]() -> GlooDevice {
         if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface)
           return c10d::ProcessGroupGloo::createDeviceForInterface(iface);
         if (store_spec.rfind("file:", 0) == 0 || store_spec.find(":127.0.0.1:") != std::string::npos ||

@@ -1108,8 +1108,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"compute", "comm", "speed", "sync"}));
   app.add_option("--backend", a.backend, "comm backend (comm mode)")->check(CLI::IsMember({"gloo", "mpi"}));
   app.add_option("--threads", a.threads, "intra-op threads")->check(CLI::PositiveNumber);
-  app.add_option("--gloo-loop-nice", a.gloo_loop_nice, "comm mode, gloo: Gloo's event-loop thread this much nicer than the rank (-1: by the "
-                 "ranks x threads that share the cores, as dptwin exec)")
+  app.add_option("--gloo-loop-nice", a.gloo_loop_nice,
+                 "comm mode, gloo: Gloo's event-loop thread this much nicer than the rank (-1: by the ranks x threads "
+                 "that share the cores, as dptwin exec)")
       ->check(CLI::Range(-1, 19));
   app.add_option("--budget-s", a.budget_s, "seconds of repetitions per case")->check(CLI::PositiveNumber);
   app.add_option("--min-bytes", a.min_bytes, "smallest collective message (x4 steps)")->check(CLI::Range(4.0, 1e12));

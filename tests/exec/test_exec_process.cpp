@@ -18,7 +18,7 @@ using namespace dptwin::exec;
 
 namespace {
 
-ProcessSpec sh(const std::string& script, const std::string& label) { return {{"/bin/sh", "-c", script}, {}, label}; }
+ProcessSpec sh(const std::string& script, const std::string& label) { return {{"/bin/sh", "-c", script}, {}, label, {}}; }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
