@@ -55,6 +55,7 @@
 
 #include "exec/amp.hpp"
 #include "exec/comm.hpp"
+#include "exec/process.hpp"
 #include "exec/worker.hpp"
 
 namespace {
@@ -1152,8 +1153,7 @@ int main(int argc, char** argv) {
         const int world = env_int("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", 1);
         c.comm = dptwin::exec::make_gloo_communicator(
             store, env_int("RANK", "OMPI_COMM_WORLD_RANK", 0), world, kTimeout,
-            dptwin::exec::resolve_gloo_loop_nice(a.gloo_loop_nice, world, a.threads,
-                                                 static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN))));
+            dptwin::exec::resolve_gloo_loop_nice(a.gloo_loop_nice, world, a.threads, dptwin::exec::usable_cores()));
       }
       c.rank = c.comm->rank();
       c.size = c.comm->size();
