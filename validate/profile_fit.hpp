@@ -56,7 +56,8 @@ CurveFit fit_efficiency_curve(const std::vector<WorkSample>& samples, double lau
 // Measured table curve (sim::EfficiencyCurve::table): samples binned by work
 // (factor-4 bins in log space); per bin the median efficiency (w / peak) / (t -
 // launch_s) at the bin's geometric-mean work. With `fit_peak` the peak becomes
-// the best bin's rate / max_cap (so every efficiency is <= max_cap); otherwise
+// the best bin's rate / max_cap, among bins whose median call takes at least
+// twice launch_s (dispatch-bound bins keep their entry, clamped to 1); otherwise
 // efficiencies are clamped to [0.001, 1]. For CPUs, whose GEMMs and copies slow
 // down once operands leave the cache, which the saturating form cannot show.
 CurveFit fit_efficiency_table(const std::vector<WorkSample>& samples, double launch_s, double peak, bool fit_peak,

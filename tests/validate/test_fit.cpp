@@ -113,6 +113,23 @@ TEST_CASE("efficiency table: a rate that rises then falls (cache) is recovered")
   CHECK(f.rms_rel_error < 1e-9);
 }
 
+TEST_CASE("efficiency table: a dispatch-bound bin keeps its entry but sets no peak") {
+  // Calls of 1e4 bytes take 1.1 us against 1 us of dispatch: 0.1 us above it
+  // reads as 100 GB/s. The peak comes from the bins well above dispatch (20
+  // GB/s at 1e6 bytes, 10 at 1e8), and the small bin's entry is clamped to 1.
+  const double launch = 1e-6;
+  std::vector<WorkSample> s{{1e4, launch + 1e4 / 100e9}, {1e6, launch + 1e6 / 20e9}, {1e8, launch + 1e8 / 10e9}};
+  CurveFit f = fit_efficiency_table(s, launch, 1e9, true, 0.95);
+  CHECK(f.peak == doctest::Approx(20e9 / 0.95));
+  REQUIRE(f.curve.table.size() == 3);
+  CHECK(f.curve.table[0].second == doctest::Approx(1.0));
+  CHECK(f.curve.at(1e6) == doctest::Approx(0.95));
+  CHECK(f.curve.at(1e8) == doctest::Approx(0.475));
+  // Only dispatch-bound bins: the best of them sets the peak as before.
+  std::vector<WorkSample> tiny{{1e3, launch + 1e3 / 50e9}, {1e4, launch + 1e4 / 100e9}};
+  CHECK(fit_efficiency_table(tiny, launch, 1e9, true, 0.95).peak == doctest::Approx(100e9 / 0.95));
+}
+
 namespace {
 // A compute-mode document with fp32 GEMMs at 50 GFLOP/s (the best bin sets the
 // peak) and memory ops at 10 GB/s; the rows are left in `rows` for more.
