@@ -731,21 +731,17 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   // +43% / +29% at 2 / 4 ranks where horovod training's forward + backward run
   // 1.1-1.4x dps's in the same validation runs.
   // Core sharing: ranks x threads time-share the machine's cores, factor
-  // max(1, ranks·threads / cores) at each measured rank count. The probes
-  // (diagnostics: host_sharing_probe) agree at 2 and 4 ranks on a quiet machine
-  // but swing 1.0-6.5 under other load, so they only report, they do not fit.
+  // max(1, ranks·threads / cores) for that many compute tasks running at
+  // once. The simulator applies it task by task, only while the tasks overlap
+  // (SharingMode::ByExecutor), so the factor is the time-slicing one.
   //
-  // More ranks than cores: the step skeleton's longest burst (closest to a
-  // training step's compute phases) with every rank bursting over the same
-  // burst with one rank per core. Ranks leave each collective at different
-  // times, so their bursts only partly overlap: 1.65-1.99x at 4 ranks on 2
-  // cores in 11 of 13 calibrations here, as training's forward + backward at
-  // 4 ranks (1.55-2.0x one rank's), where four tight loops read 2.0-2.2x.
-  // Preferred: the n-rank run's own pairs (`sync.core_sharing`: every rank vs
-  // only `ranks_bursting`, iteration by iteration, one speed of the machine);
-  // else the burst at n ranks over the burst of the largest rank count with a
-  // core per rank, two runs apart (their speed states differ: 1.56 and 1.86
-  // in two calibrations in a row); else the time-slicing formula.
+  // Until 2026-12-05 the factor beyond the cores came from the step
+  // skeleton's bursts (every rank bursting vs two; 1.56-1.93 at 4 ranks on 2
+  // cores over the calibrations here): a whole-burst ratio, which includes the
+  // bursts' partial overlap that the executor prices a second time. Such a
+  // profile put 4-rank compute 8% under training's forward + backward (vd39,
+  // median) and the 4-rank steps 14.5% low. The skeleton's figures and the
+  // tight-loop probe stay diagnostics (host_sharing_skeleton, host_sharing_probe).
   const int cores = std::max(1, compute.value("cores", 1));
   const int threads = std::max(1, compute.value("threads", 1));
   auto slices = [&](int n) { return std::max(1.0, static_cast<double>(n) * threads / cores); };
@@ -757,24 +753,20 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     diag["host_sharing_probe"][key] = f;
     f = slices(n);
     if (f <= 1.0) continue;
-    auto take = [&](double measured, const char* source) {
-      diag["host_sharing_skeleton"][key] = measured;
-      diag["host_sharing_source"][key] = source;
-      f = std::clamp(measured, 1.0, 2.0 * slices(n));
-    };
+    // The skeleton's reading: the n-rank run's own pairs, else the burst at n
+    // ranks over the burst at the largest count with a core per rank.
     if (auto it = skeleton_sharing.find(n); it != skeleton_sharing.end() && it->second.second > 0) {
-      take(it->second.second * slices(it->second.first), "pairs in one run");
+      diag["host_sharing_skeleton"][key] = it->second.second * slices(it->second.first);
       continue;
     }
     if (per_core == 0 || !skeleton_burst.count(n)) continue;
     const auto& mine = skeleton_burst.at(n);
     const auto& ref = skeleton_burst.at(per_core);
-    for (auto it = mine.rbegin(); it != mine.rend(); ++it) {
-      auto r = ref.find(it->first);
-      if (r == ref.end() || r->second <= 0) continue;
-      take(it->second / r->second * slices(per_core), "two runs");
-      break;
-    }
+    for (auto it = mine.rbegin(); it != mine.rend(); ++it)
+      if (auto r = ref.find(it->first); r != ref.end() && r->second > 0) {
+        diag["host_sharing_skeleton"][key] = it->second / r->second * slices(per_core);
+        break;
+      }
   }
   p.host_sharing.assign(sharing.begin(), sharing.end());
   if (p.host_sharing.size() < 2) p.host_sharing.clear();

@@ -415,7 +415,7 @@ TEST_CASE("fit_profile: Horovod's loop probe gives the slowdown by ranks; its ne
   CHECK_FALSE(old.diagnostics.contains("negotiation_busy_probe_s"));
 }
 
-TEST_CASE("fit_profile: core sharing beyond the cores from the step skeleton's bursts") {
+TEST_CASE("fit_profile: core sharing beyond the cores: time-slicing, the skeleton reported") {
   using nlohmann::json;
   json rows;
   json compute = compute_doc(rows);
@@ -436,31 +436,32 @@ TEST_CASE("fit_profile: core sharing beyond the cores from the step skeleton's b
     return c;
   };
   const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
-  // Four ranks on two cores: the longest burst ran 1.75x its 2-rank time (the short one's 1.6 is not used).
+  // Four ranks on two cores time-slice them: 2.0 while all four compute (the
+  // simulator applies it only while the tasks overlap). The skeleton's longest
+  // burst ran 1.75x its 2-rank time: reported, not fitted.
   FitReport r = fit_profile(compute, {comm_at(2, 0.010, 0.040), comm_at(4, 0.016, 0.070)}, "gloo", cluster);
   CHECK(r.profile.sharing_factor(2) == doctest::Approx(1.0));
-  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.75));
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(2.0));
   CHECK(r.diagnostics["host_sharing_skeleton"]["4"].get<double>() == doctest::Approx(1.75));
-  // Without the 2-rank skeleton: time-slicing, ranks x threads / cores.
   r = fit_profile(compute, {comm_at(4, 0.016, 0.070)}, "gloo", cluster);
   REQUIRE(!r.profile.host_sharing.empty());
   CHECK(r.profile.sharing_factor(4) == doctest::Approx(2.0));
-  // A ratio below one core per rank is held at 1.
-  r = fit_profile(compute, {comm_at(2, 0.010, 0.040), comm_at(4, 0.016, 0.030)}, "gloo", cluster);
-  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.0));
-  // The 4-rank run's own pairs (every rank vs two bursting, one speed of the
-  // machine) win over the ratio of two runs.
+  CHECK_FALSE(r.diagnostics.contains("host_sharing_skeleton"));
+  // The 4-rank run's own pairs (every rank vs two bursting) are the reported
+  // reading where the run has them, at their trimmed mean where present.
   json four = comm_at(4, 0.016, 0.070);
   four["sync"]["core_sharing"] = {{"matmuls", 12}, {"ranks_bursting", 2}, {"ratio", 1.8}, {"pairs", 24}};
   r = fit_profile(compute, {comm_at(2, 0.010, 0.040), four}, "gloo", cluster);
-  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.8));
-  CHECK(r.diagnostics["host_sharing_source"]["4"].get<std::string>() == "pairs in one run");
-  r = fit_profile(compute, {four}, "gloo", cluster);
-  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.8));
-  // With the pairs' trimmed mean, that is the factor (the median of a 1.2-2.4 spread moves more).
+  CHECK(r.diagnostics["host_sharing_skeleton"]["4"].get<double>() == doctest::Approx(1.8));
   four["sync"]["core_sharing"]["ratio_trimmed_mean"] = 1.9;
-  r = fit_profile(compute, {comm_at(2, 0.010, 0.040), four}, "gloo", cluster);
-  CHECK(r.profile.sharing_factor(4) == doctest::Approx(1.9));
+  r = fit_profile(compute, {four}, "gloo", cluster);
+  CHECK(r.diagnostics["host_sharing_skeleton"]["4"].get<double>() == doctest::Approx(1.9));
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(2.0));
+  // Two threads per rank: two ranks already fill the two cores.
+  compute["threads"] = 2;
+  r = fit_profile(compute, {comm_at(2, 0.010, 0.040), comm_at(4, 0.016, 0.070)}, "gloo", cluster);
+  CHECK(r.profile.sharing_factor(2) == doctest::Approx(2.0));
+  CHECK(r.profile.sharing_factor(4) == doctest::Approx(4.0));
 }
 
 TEST_CASE("median_of_documents: numbers by their median, structure and strings from the first") {
