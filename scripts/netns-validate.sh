@@ -7,8 +7,10 @@
 # Creates 4 network namespaces at RATE_GBIT Gbit/s (scripts/netns-cluster.sh),
 # calibrates in them (microbenchmarks only: collectives on 2 and 4 ranks across
 # the namespaces, priced on scenarios/validation/netns-4x-<RATE>gbit.yaml), then
-# runs scenarios/validation/netns-<RATE>gbit.yaml and removes the namespaces, even
-# when interrupted. Exits 0 with "skip" on stderr where namespaces cannot be made.
+# runs scenarios/validation/netns-<RATE>gbit.yaml (predicted at the machine's
+# speed states probed during the validation, --run-states, as the default
+# matrix in README) and removes the namespaces, even when interrupted. Exits 0
+# with "skip" on stderr where namespaces cannot be made.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 dptwin=$1 rate=$2 out=$3
@@ -23,4 +25,4 @@ cluster="$here/scenarios/validation/netns-4x-${rate}gbit.yaml"
 "$here/scripts/netns-cluster.sh" run 4 "${rate}gbit" -- bash -c "
   '$dptwin' calibrate --ranks 1,2,4 --max-bytes '64 MiB' --cluster '$cluster' --netns '$matrix' \
      --out '$out/profile-${rate}gbit.yaml' > /dev/null &&
-  '$dptwin' validate '$matrix' --profile '$out/profile-${rate}gbit.yaml' --out '$out/validate-${rate}gbit'"
+  '$dptwin' validate '$matrix' --profile '$out/profile-${rate}gbit.yaml' --run-states --out '$out/validate-${rate}gbit'"

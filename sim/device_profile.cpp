@@ -75,7 +75,7 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1", "matmul_linear",
                    "speed_reference", "speed_states", "activation",
                    "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
-                   "background_loop_slowdown", "optimizer_bytes_per_param",
+                   "background_loop_slowdown", "comm_stall", "optimizer_bytes_per_param",
                    "compute_jitter", "rank_sync", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
   auto rate = [](const YamlNode& n) {
@@ -181,6 +181,19 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
       p.background_loop_slowdown = slowdown(*n);
     }
   }
+  if (auto n = node.find("comm_stall")) {  // [{ranks: 2, stall: 0.9}, ...]
+    p.comm_stall_by_ranks.clear();
+    for (const auto& e : n->items()) {
+      e.check_keys({"ranks", "stall"});
+      const int r = e.at("ranks").as_positive_int();
+      if (!p.comm_stall_by_ranks.empty() && r <= p.comm_stall_by_ranks.back().first)
+        e.at("ranks").fail("comm_stall entries must have ascending `ranks`");
+      const double x = e.at("stall").as_non_negative();
+      if (x > 1) e.at("stall").fail("comm_stall is a share: at most 1");
+      p.comm_stall_by_ranks.emplace_back(r, x);
+    }
+    if (p.comm_stall_by_ranks.empty()) n->fail("comm_stall: an empty list");
+  }
   if (auto n = node.find("compute_jitter")) {
     p.compute_jitter = n->as_non_negative();
     if (p.compute_jitter > 0.5) n->fail("compute_jitter above 0.5 is not meaningful");
@@ -284,6 +297,7 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
                          expected_slowest(s.elementwise, n), expected_slowest(s.dispatch, n));
   }
   if (!background_loop_by_ranks.empty()) p.background_loop_slowdown = interpolate_by_ranks(background_loop_by_ranks, ranks);
+  if (!comm_stall_by_ranks.empty()) p.comm_stall = interpolate_by_ranks(comm_stall_by_ranks, ranks);
   if (!sync_by_ranks.empty() && ranks > 1) {
     std::vector<std::pair<int, double>> lag, exponent, latency;
     for (const auto& c : sync_by_ranks) {

@@ -121,6 +121,14 @@ struct DeviceProfile {
   // ascending ranks; interpolated linearly, held at the ends); replaces the
   // single figure for the machine's rank count in shared_by().
   std::vector<std::pair<int, double>> background_loop_by_ranks;
+  // The share of a data collective's transfer that waits while its ranks
+  // compute (0: it progresses beside compute; 1: not at all), by ranks on the
+  // machine (ascending; interpolated, held at the ends; measured by the comm
+  // calibration's overlap probe). shared_by() resolves `comm_stall`; at 0.5 or
+  // more the simulator starts a data collective only once none of its members
+  // computes (ExecutorOptions::comm_waits_for_compute). Empty: 0.
+  std::vector<std::pair<int, double>> comm_stall_by_ranks;
+  double comm_stall = 0.0;
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic
   // How ranks that time-share cores meet at a data collective, by ranks on the
   // machine (ascending; interpolated linearly, held at the ends), measured by

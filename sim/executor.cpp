@@ -154,8 +154,23 @@ void Executor::member_ready(TaskId t) {
   const int32_t cid = tasks_[t].collective;
   Collective& c = collectives_[cid];
   if (++c.ready < static_cast<int>(c.members.size())) return;
+  if (opts_.comm_waits_for_compute && tasks_[t].category == Category::Communication && members_computing(cid)) {
+    deferred_.push_back(cid);  // started by finish() once the members' compute streams are idle
+    return;
+  }
+  meet(cid);
+}
+
+bool Executor::members_computing(int32_t cid) const {
+  for (TaskId m : collectives_[cid].members)
+    if (stream_of(tasks_[m].device, StreamKind::Compute).busy) return true;
+  return false;
+}
+
+void Executor::meet(int32_t cid) {
+  Collective& c = collectives_[cid];
   Time late = Time::zero(), extra = Time::zero();
-  if (tasks_[t].category == Category::Communication) {
+  if (tasks_[c.members.front()].category == Category::Communication) {
     // Ranks meet (their training threads wait for each other) when no member
     // is computing; a collective that overlaps compute (a DDP bucket or a
     // Horovod allreduce during backward) realigns nobody.
@@ -251,6 +266,18 @@ void Executor::finish(TaskId id) {
   }
   try_start_head(device, stream);
   for (size_t i = 0; i < touched.size(); ++i) try_start_head(touched[i].first, touched[i].second);
+  if (stream == StreamKind::Compute && !deferred_.empty() && !stream_of(device, StreamKind::Compute).busy) {
+    // A member stopped computing: start the deferred collectives none of whose members compute now.
+    std::vector<int32_t> waiting;
+    waiting.swap(deferred_);
+    for (int32_t cid : waiting) {
+      if (members_computing(cid)) {
+        deferred_.push_back(cid);
+      } else {
+        meet(cid);
+      }
+    }
+  }
   if (tasks_[id].callback >= 0) {
     auto fn = std::move(callbacks_[tasks_[id].callback]);
     fn();

@@ -62,6 +62,12 @@ struct ExecutorOptions {
   // device d's host; empty (the default) leaves every task at its own speed.
   std::vector<int> host_of_device;
   std::vector<double> sharing_slowdown;  // index: tasks computing at once (entry 0 unused)
+  // A data collective (Category::Communication) whose members are all ready
+  // starts only once none of them computes: its transfers make no progress
+  // while a member's cores run compute (on CPU hosts whose communication
+  // thread runs at a low priority beside the rank's compute: a DDP bucket or
+  // a Horovod allreduce launched during backward completes after it).
+  bool comm_waits_for_compute = false;
 };
 
 class Executor {
@@ -153,10 +159,13 @@ class Executor {
   TaskId new_task(int device, StreamKind stream, Category cat, Time duration, int32_t name, double bytes);
   void link(TaskId before, TaskId after);
   StreamState& stream_of(int device, StreamKind s) { return streams_[device * 3 + static_cast<int>(s)]; }
+  const StreamState& stream_of(int device, StreamKind s) const { return streams_[device * 3 + static_cast<int>(s)]; }
   void try_start_head(int device, StreamKind s);
   void start(TaskId t);
   void finish(TaskId t);
   void member_ready(TaskId t);
+  void meet(int32_t collective);             // every member ready: start, after the ranks' lag
+  bool members_computing(int32_t collective) const;
   void start_collective(int32_t collective, Time extra);
   bool shares_host(const Task& t) const { return t.stream == StreamKind::Compute && !opts_.host_of_device.empty(); }
   double slowdown(size_t computing) const;
@@ -176,6 +185,7 @@ class Executor {
   std::unordered_map<std::string, int32_t> name_index_;
   std::vector<Time> wait_;
   std::vector<Time> compute_since_sync_;     // per device: compute finished since its last data collective
+  std::vector<int32_t> deferred_;  // collectives ready but waiting for their members' compute (comm_waits_for_compute)
   std::vector<Time> compute_since_meeting_;  // ... since its last data collective entered with compute idle
   std::vector<std::pair<int, StreamKind>> scratch_;
   std::vector<std::vector<TaskId>> computing_;  // per host: its running compute tasks

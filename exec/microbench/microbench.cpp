@@ -680,7 +680,8 @@ class SharingProbe {
 // Overlap: matmuls while a 16 MiB allreduce is in flight vs alone, back-to-back
 // pairs (11 over all rounds at least); the slowdown is the median of the
 // pairs' ratios (drifts of the machine's speed slower than a pair cancel), the
-// worst rank's.
+// worst rank's. Also the allreduce's stall: the share of the compute time by
+// which it finished later than alone (the median, the worst rank's).
 class OverlapProbe {
  public:
   OverlapProbe() : A_(torch::randn({256, 768})), B_(torch::randn({768, 768})), buf_(torch::ones({int64_t{16} << 20 >> 2})) {}
@@ -710,9 +711,14 @@ class OverlapProbe {
       for (int i = 0; i < k_; ++i) one();
       const double with = seconds_since(t0);
       w->wait(kTimeout);
+      const double total = seconds_since(t0);
       alone_.add(r, alone);
       with_.add(r, with);
       ratios_.add(r, with / alone);
+      // How much of the allreduce waited for the compute: 0 when it ran
+      // beside it (done after comm_s_), 1 when it only started once the
+      // compute ended (done after with + comm_s_).
+      stalls_.add(r, std::clamp((total - comm_s_) / with, 0.0, 1.0));
     }
   }
 
@@ -721,6 +727,7 @@ class OverlapProbe {
                       {"compute_with_comm_s", allmax(c, with_.median_of(use))},
                       {"slowdown", allmax(c, ratios_.median_of(use)) - 1.0},
                       {"comm_alone_s", comm_s_},
+                      {"stall", allmax(c, stalls_.median_of(use))},
                       {"matmuls", k_},
                       {"pairs", ratios_.pooled(use).size()}};
   }
@@ -729,7 +736,7 @@ class OverlapProbe {
   torch::Tensor A_, B_, buf_;
   int k_ = 0;
   double comm_s_ = 0;
-  RoundSamples alone_, with_, ratios_;
+  RoundSamples alone_, with_, ratios_, stalls_;
 };
 
 // Horovod's background loop: a thread that wakes every cycle (1 ms) and

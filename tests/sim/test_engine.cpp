@@ -235,3 +235,32 @@ TEST_CASE("a data collective overlapping compute realigns nobody: latency only, 
   CHECK(ex.start_of(last[0]).seconds() == doctest::Approx(0.404));
   CHECK(ex.end_of(last[0]).seconds() == doctest::Approx(0.4053));
 }
+
+TEST_CASE("with comm_waits_for_compute a data collective waits until none of its members computes") {
+  // A bucket ready after 100 ms of compute while 300 ms more run on both ranks
+  // (and 200 ms on rank 1 after that): with the option it starts only once
+  // rank 1's compute ends at 600 ms; a negotiation collective never waits.
+  for (bool waits : {false, true}) {
+    CAPTURE(waits);
+    Simulation sim;
+    ExecutorOptions o;
+    o.comm_waits_for_compute = waits;
+    Executor ex(sim, 2, o);
+    int32_t n = ex.name_id("x");
+    auto one_ms = [] { return Time::ms(1); };
+    TaskId a0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(100), n);
+    TaskId a1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(100), n);
+    TaskId b0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(300), n, {a0});
+    TaskId b1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(300), n, {a1});
+    ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(200), n, {b1});
+    // The control collective first on the comm streams: it runs while both ranks compute.
+    auto control = ex.add_collective({0, 1}, Category::Negotiation, n, {{a0}, {a1}}, 8, one_ms);
+    auto bucket = ex.add_collective({0, 1}, Category::Communication, n, {{a0}, {a1}}, 1e6, one_ms);
+    TaskId opt0 = ex.add_task(0, StreamKind::Compute, Category::Optimizer, Time::ms(10), n, {bucket[0], b0});
+    sim.run();
+    CHECK(ex.start_of(control[0]).seconds() == doctest::Approx(0.1));
+    CHECK(ex.start_of(bucket[0]).seconds() == doctest::Approx(waits ? 0.6 : 0.101));
+    CHECK(ex.end_of(bucket[1]).seconds() == doctest::Approx(waits ? 0.601 : 0.102));
+    CHECK(ex.start_of(opt0).seconds() == doctest::Approx(waits ? 0.601 : 0.4));
+  }
+}

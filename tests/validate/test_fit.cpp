@@ -368,6 +368,15 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.overlap_slowdown == doctest::Approx(0.3));
   comm["overlap"].erase("slowdown");
   CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.overlap_slowdown == doctest::Approx(0.5));
+  // The probe's stall (how much of the allreduce waited for the compute) by
+  // the document's rank count; documents without it leave the list empty.
+  CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.comm_stall_by_ranks.empty());
+  comm["overlap"]["stall"] = 0.93;
+  const FitReport stalled = fit_profile(compute, {comm}, "gloo", cluster);
+  REQUIRE(stalled.profile.comm_stall_by_ranks.size() == 1);
+  CHECK(stalled.profile.comm_stall_by_ranks[0].first == comm.value("ranks", 0));
+  CHECK(stalled.profile.comm_stall_by_ranks[0].second == doctest::Approx(0.93));
+  CHECK(stalled.profile.shared_by(2).comm_stall == doctest::Approx(0.93));
   comm.erase("overlap");
   // A collective's price: the mean of its rounds' medians where the document
   // has it, else the median. 1 ms more in every mean -> a larger fixed cost.

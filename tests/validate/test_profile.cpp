@@ -224,6 +224,41 @@ TEST_CASE("background_loop_slowdown by ranks: round trip, and shared_by resolves
                   InputError);
 }
 
+TEST_CASE("comm_stall by ranks: round trip, shared_by resolves it, refusals") {
+  sim::DeviceProfile p = sample_profile();
+  p.comm_stall_by_ranks = {{2, 0.95}, {4, 0.15}};
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  REQUIRE(q.comm_stall_by_ranks.size() == 2);
+  CHECK(q.comm_stall == 0.0);
+  CHECK(q.shared_by(2).comm_stall == doctest::Approx(0.95));
+  CHECK(q.shared_by(3).comm_stall == doctest::Approx(0.55));
+  CHECK(q.shared_by(8).comm_stall == doctest::Approx(0.15));
+  sim::DeviceProfile r = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  CHECK(r.shared_by(2).comm_stall == 0.0);  // not measured: collectives progress beside compute
+  CHECK_THROWS_AS(sim::apply_profile_document(load_yaml_string("device:\n  comm_stall: [{ranks: 2, stall: 1.5}]\n", "b.yaml"), r),
+                  InputError);
+  CHECK_THROWS_AS(sim::apply_profile_document(
+                      load_yaml_string("device:\n  comm_stall: [{ranks: 4, stall: 0.1}, {ranks: 2, stall: 0.2}]\n", "b.yaml"), r),
+                  InputError);
+}
+
+TEST_CASE("a stalled profile serialises a Horovod step's allreduces after backward") {
+  // small horovod x2: with comm_stall >= 0.5 no allreduce starts while a rank
+  // computes, so the step grows by about the comm the loop had overlapped.
+  ValidationMatrix m;
+  ValidationCase c{"small", "horovod", 2, "fp32", 8, 0};
+  sim::PointSpec pt = point_for_case(m, c, "");
+  const sim::PointResult overlapped = sim::simulate_point(pt);
+  pt.profile.comm_stall_by_ranks = {{2, 0.4}};  // under half: as before
+  CHECK(*sim::simulate_point(pt).step_time_s == doctest::Approx(*overlapped.step_time_s));
+  pt.profile.comm_stall_by_ranks = {{2, 0.9}};
+  const sim::PointResult stalled = sim::simulate_point(pt);
+  CHECK(stalled.breakdown.compute_s == doctest::Approx(overlapped.breakdown.compute_s).epsilon(0.01));
+  CHECK(*stalled.step_time_s > *overlapped.step_time_s);
+  CHECK(stalled.breakdown.exposed_comm_s > overlapped.breakdown.exposed_comm_s);
+}
+
 TEST_CASE("rank_sync by ranks: round trip, interpolation, and refusals") {
   sim::DeviceProfile p = sample_profile();
   p.sync_by_ranks = {{2, Time::ms(4), 0.5, Time::ms(1)}, {4, Time::ms(12), 0.7, Time::ms(5)}};
