@@ -680,11 +680,22 @@ class SharingProbe {
 // Overlap: matmuls while a 16 MiB allreduce is in flight vs alone, back-to-back
 // pairs (11 over all rounds at least); the slowdown is the median of the
 // pairs' ratios (drifts of the machine's speed slower than a pair cancel), the
-// worst rank's. Also the allreduce's stall: the share of the compute time by
-// which it finished later than alone (the median, the worst rank's).
+// worst rank's.
+//
+// Stall: a 1 MiB allreduce (a DDP bucket's size) alone, then issued beside
+// about 4x its time of matmuls, 11 pairs over all rounds at least. Its time in
+// flight (issue to completion, as the backend reports it) less its time
+// alone, over the compute's time less its time alone: 0 when it ran beside the
+// compute as fast as alone, 1 when it completed only as the compute ended (a
+// communication thread that gets no CPU while its rank computes). The median,
+// the worst rank's.
 class OverlapProbe {
  public:
-  OverlapProbe() : A_(torch::randn({256, 768})), B_(torch::randn({768, 768})), buf_(torch::ones({int64_t{16} << 20 >> 2})) {}
+  OverlapProbe()
+      : A_(torch::randn({256, 768})),
+        B_(torch::randn({768, 768})),
+        buf_(torch::ones({int64_t{16} << 20 >> 2})),
+        bucket_(torch::ones({int64_t{1} << 20 >> 2})) {}
 
   void round(const Args& a, RankCtx& c, int r) {
     torch::NoGradGuard ng;
@@ -693,12 +704,12 @@ class OverlapProbe {
       one();
       auto t0 = Clock::now();
       for (int i = 0; i < 5; ++i) one();
-      const double per = allmax(c, seconds_since(t0) / 5);
+      per_ = allmax(c, seconds_since(t0) / 5);
       c.comm->barrier()->wait(kTimeout);
       t0 = Clock::now();
       c.comm->allreduce(buf_)->wait(kTimeout);
       comm_s_ = allmax(c, seconds_since(t0));
-      k_ = std::clamp(static_cast<int>(0.8 * comm_s_ / per), 2, 400);
+      k_ = std::clamp(static_cast<int>(0.8 * comm_s_ / per_), 2, 400);
     }
     for (int rep = 0; rep < share(11, a.rounds); ++rep) {
       c.comm->barrier()->wait(kTimeout);
@@ -711,14 +722,27 @@ class OverlapProbe {
       for (int i = 0; i < k_; ++i) one();
       const double with = seconds_since(t0);
       w->wait(kTimeout);
-      const double total = seconds_since(t0);
       alone_.add(r, alone);
       with_.add(r, with);
       ratios_.add(r, with / alone);
-      // How much of the allreduce waited for the compute: 0 when it ran
-      // beside it (done after comm_s_), 1 when it only started once the
-      // compute ended (done after with + comm_s_).
-      stalls_.add(r, std::clamp((total - comm_s_) / with, 0.0, 1.0));
+    }
+    for (int rep = 0; rep < share(11, a.rounds); ++rep) {
+      c.comm->barrier()->wait(kTimeout);
+      auto t0 = Clock::now();
+      c.comm->allreduce(bucket_)->wait(kTimeout);
+      const double comm = allmax(c, seconds_since(t0));
+      const int k = std::clamp(static_cast<int>(std::ceil(4.0 * comm / per_)), 2, 400);
+      c.comm->barrier()->wait(kTimeout);
+      auto w = c.comm->allreduce(bucket_);
+      t0 = Clock::now();
+      for (int i = 0; i < k; ++i) one();
+      const double compute = seconds_since(t0);
+      w->wait(kTimeout);
+      if (w->start_ns() < 0 || w->end_ns() < 0) continue;  // a backend that does not time its works
+      const double in_flight = static_cast<double>(w->end_ns() - w->start_ns()) * 1e-9;
+      bucket_alone_.add(r, comm);
+      bucket_in_flight_.add(r, in_flight);
+      stalls_.add(r, std::clamp((in_flight - comm) / std::max(compute - comm, 1e-6), 0.0, 1.0));
     }
   }
 
@@ -727,16 +751,18 @@ class OverlapProbe {
                       {"compute_with_comm_s", allmax(c, with_.median_of(use))},
                       {"slowdown", allmax(c, ratios_.median_of(use)) - 1.0},
                       {"comm_alone_s", comm_s_},
-                      {"stall", allmax(c, stalls_.median_of(use))},
                       {"matmuls", k_},
-                      {"pairs", ratios_.pooled(use).size()}};
+                      {"pairs", ratios_.pooled(use).size()},
+                      {"stall", allmax(c, stalls_.median_of(use))},
+                      {"stall_bucket_alone_s", allmax(c, bucket_alone_.median_of(use))},
+                      {"stall_bucket_in_flight_s", allmax(c, bucket_in_flight_.median_of(use))}};
   }
 
  private:
-  torch::Tensor A_, B_, buf_;
+  torch::Tensor A_, B_, buf_, bucket_;
   int k_ = 0;
-  double comm_s_ = 0;
-  RoundSamples alone_, with_, ratios_, stalls_;
+  double per_ = 0, comm_s_ = 0;
+  RoundSamples alone_, with_, ratios_, stalls_, bucket_alone_, bucket_in_flight_;
 };
 
 // Horovod's background loop: a thread that wakes every cycle (1 ms) and
