@@ -71,11 +71,26 @@ static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
   }
 }
 
+// A figure measured by rank count: [{ranks: r, <value_key>: x}, ...], ranks ascending, at least one entry;
+// `value` reads and checks one figure.
+template <typename Check>
+static std::vector<std::pair<int, double>> by_ranks(const YamlNode& n, const char* key, const char* value_key, Check value) {
+  std::vector<std::pair<int, double>> out;
+  for (const auto& e : n.items()) {
+    e.check_keys({"ranks", value_key});
+    const int r = e.at("ranks").as_positive_int();
+    if (!out.empty() && r <= out.back().first) e.at("ranks").fail(fmt::format("{} entries must have ascending `ranks`", key));
+    out.emplace_back(r, value(e.at(value_key)));
+  }
+  if (out.empty()) n.fail(fmt::format("{}: an empty list", key));
+  return out;
+}
+
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   node.check_keys({"matmul", "batched_matmul", "memory", "memory_half", "matmul_half", "batched_matmul_half", "matmul_o1", "matmul_linear",
                    "speed_reference", "speed_states", "activation",
                    "activation_backward", "activation_half", "activation_half_backward", "launch_overhead", "step_overhead", "overlap_slowdown",
-                   "background_loop_slowdown", "comm_stall", "optimizer_bytes_per_param",
+                   "background_loop_slowdown", "comm_stall", "comm_stall_one", "optimizer_bytes_per_param",
                    "compute_jitter", "rank_sync", "framework_reserve", "optimizer_kernels_per_tensor", "host_memcpy", "fp32_peak",
                    "fp16_peak", "bf16_peak", "memory_bandwidth", "host_sharing", "ranks_share_machine"});
   auto rate = [](const YamlNode& n) {
@@ -90,17 +105,12 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     p.spec.memory_bandwidth = n->as_bandwidth();
     if (!(p.spec.memory_bandwidth.value() > 0)) n->fail("memory_bandwidth must be > 0");
   }
-  if (auto n = node.find("host_sharing")) {
-    p.host_sharing.clear();
-    for (const auto& e : n->items()) {
-      e.check_keys({"ranks", "factor"});
-      const int r = e.at("ranks").as_positive_int();
-      const double f = e.at("factor").as_positive();
-      if (f > 1000) e.at("factor").fail("a sharing factor above 1000 is not meaningful");
-      if (!p.host_sharing.empty() && r <= p.host_sharing.back().first)
-        e.at("ranks").fail("host_sharing entries must have ascending `ranks`");
-      p.host_sharing.emplace_back(r, f);
-    }
+  if (auto n = node.find("host_sharing")) {  // [{ranks: 4, factor: 2.0}, ...]
+    p.host_sharing = by_ranks(*n, "host_sharing", "factor", [](const YamlNode& v) {
+      const double f = v.as_positive();
+      if (f > 1000) v.fail("a sharing factor above 1000 is not meaningful");
+      return f;
+    });
   }
   if (auto n = node.find("ranks_share_machine")) p.ranks_share_machine = n->as<bool>();
   if (auto n = node.find("speed_reference")) {
@@ -168,32 +178,19 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     };
     p.background_loop_by_ranks.clear();
     if (n->is_sequence()) {  // by ranks on the machine: [{ranks: 2, slowdown: 0.4}, ...]
-      for (const auto& e : n->items()) {
-        e.check_keys({"ranks", "slowdown"});
-        const int r = e.at("ranks").as_positive_int();
-        if (!p.background_loop_by_ranks.empty() && r <= p.background_loop_by_ranks.back().first)
-          e.at("ranks").fail("background_loop_slowdown entries must have ascending `ranks`");
-        p.background_loop_by_ranks.emplace_back(r, slowdown(e.at("slowdown")));
-      }
-      if (p.background_loop_by_ranks.empty()) n->fail("background_loop_slowdown: an empty list");
+      p.background_loop_by_ranks = by_ranks(*n, "background_loop_slowdown", "slowdown", slowdown);
       p.background_loop_slowdown = p.background_loop_by_ranks.front().second;
     } else {
       p.background_loop_slowdown = slowdown(*n);
     }
   }
-  if (auto n = node.find("comm_stall")) {  // [{ranks: 2, stall: 0.9}, ...]
-    p.comm_stall_by_ranks.clear();
-    for (const auto& e : n->items()) {
-      e.check_keys({"ranks", "stall"});
-      const int r = e.at("ranks").as_positive_int();
-      if (!p.comm_stall_by_ranks.empty() && r <= p.comm_stall_by_ranks.back().first)
-        e.at("ranks").fail("comm_stall entries must have ascending `ranks`");
-      const double x = e.at("stall").as_non_negative();
-      if (x > 1) e.at("stall").fail("comm_stall is a share: at most 1");
-      p.comm_stall_by_ranks.emplace_back(r, x);
-    }
-    if (p.comm_stall_by_ranks.empty()) n->fail("comm_stall: an empty list");
-  }
+  for (auto [key, list] : {std::pair{"comm_stall", &p.comm_stall_by_ranks}, std::pair{"comm_stall_one", &p.comm_stall_one_by_ranks}})
+    if (auto n = node.find(key))  // [{ranks: 2, stall: 0.9}, ...]
+      *list = by_ranks(*n, key, "stall", [key = key](const YamlNode& v) {
+        const double x = v.as_non_negative();
+        if (x > 1) v.fail(fmt::format("{} is a share: at most 1", key));
+        return x;
+      });
   if (auto n = node.find("compute_jitter")) {
     p.compute_jitter = n->as_non_negative();
     if (p.compute_jitter > 0.5) n->fail("compute_jitter above 0.5 is not meaningful");
@@ -298,6 +295,7 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
   }
   if (!background_loop_by_ranks.empty()) p.background_loop_slowdown = interpolate_by_ranks(background_loop_by_ranks, ranks);
   if (!comm_stall_by_ranks.empty()) p.comm_stall = interpolate_by_ranks(comm_stall_by_ranks, ranks);
+  if (!comm_stall_one_by_ranks.empty()) p.comm_stall_one = interpolate_by_ranks(comm_stall_one_by_ranks, ranks);
   if (!sync_by_ranks.empty() && ranks > 1) {
     std::vector<std::pair<int, double>> lag, exponent, latency;
     for (const auto& c : sync_by_ranks) {

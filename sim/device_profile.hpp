@@ -129,6 +129,13 @@ struct DeviceProfile {
   // computes (ExecutorOptions::comm_waits_for_compute). Empty: 0.
   std::vector<std::pair<int, double>> comm_stall_by_ranks;
   double comm_stall = 0.0;
+  // The same share when only one member computes and the others idle, by
+  // ranks (`comm_stall_one`). Under 0.5 where `comm_stall` is 0.5 or more, a
+  // computing member holds a collective up only while its machine has no core
+  // to spare (unbound ranks: the communication thread moves to an idle core),
+  // else while any member computes (ranks bound to cores, or not measured).
+  std::vector<std::pair<int, double>> comm_stall_one_by_ranks;
+  double comm_stall_one = 1.0;
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic
   // How ranks that time-share cores meet at a data collective, by ranks on the
   // machine (ascending; interpolated linearly, held at the ends), measured by

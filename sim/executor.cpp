@@ -154,11 +154,20 @@ void Executor::member_ready(TaskId t) {
   const int32_t cid = tasks_[t].collective;
   Collective& c = collectives_[cid];
   if (++c.ready < static_cast<int>(c.members.size())) return;
-  if (opts_.comm_waits_for_compute && tasks_[t].category == Category::Communication && members_computing(cid)) {
-    deferred_.push_back(cid);  // started by finish() once the members' compute streams are idle
+  if (opts_.comm_waits_for_compute && tasks_[t].category == Category::Communication && comm_held(cid)) {
+    deferred_.push_back(cid);  // started by finish() once the compute that holds it has ended
     return;
   }
   meet(cid);
+}
+
+bool Executor::comm_held(int32_t cid) const {
+  if (!opts_.comm_needs_free_core || computing_.empty()) return members_computing(cid);
+  for (TaskId m : collectives_[cid].members) {
+    const auto& running = computing_[opts_.host_of_device[tasks_[m].device]];
+    if (!running.empty() && slowdown(running.size() + 1) > 1.0 + 1e-9) return true;
+  }
+  return false;
 }
 
 bool Executor::members_computing(int32_t cid) const {
@@ -266,12 +275,13 @@ void Executor::finish(TaskId id) {
   }
   try_start_head(device, stream);
   for (size_t i = 0; i < touched.size(); ++i) try_start_head(touched[i].first, touched[i].second);
-  if (stream == StreamKind::Compute && !deferred_.empty() && !stream_of(device, StreamKind::Compute).busy) {
-    // A member stopped computing: start the deferred collectives none of whose members compute now.
+  if (stream == StreamKind::Compute && !deferred_.empty() &&
+      (opts_.comm_needs_free_core || !stream_of(device, StreamKind::Compute).busy)) {
+    // Compute ended (and a core may be free): start the deferred collectives nothing holds now.
     std::vector<int32_t> waiting;
     waiting.swap(deferred_);
     for (int32_t cid : waiting) {
-      if (members_computing(cid)) {
+      if (comm_held(cid)) {
         deferred_.push_back(cid);
       } else {
         meet(cid);

@@ -68,6 +68,11 @@ struct ExecutorOptions {
   // thread runs at a low priority beside the rank's compute: a DDP bucket or
   // a Horovod allreduce launched during backward completes after it).
   bool comm_waits_for_compute = false;
+  // With comm_waits_for_compute and host_of_device set: a collective waits
+  // only while one of its members' hosts has no core to spare, i.e. while one
+  // more compute task there would slow the others (sharing_slowdown above 1).
+  // Unbound ranks: a computing rank's communication thread runs on an idle core.
+  bool comm_needs_free_core = false;
 };
 
 class Executor {
@@ -164,6 +169,7 @@ class Executor {
   void start(TaskId t);
   void finish(TaskId t);
   void member_ready(TaskId t);
+  bool comm_held(int32_t cid) const;  // comm_waits_for_compute: whether the collective must wait now
   void meet(int32_t collective);             // every member ready: start, after the ranks' lag
   bool members_computing(int32_t collective) const;
   void start_collective(int32_t collective, Time extra);

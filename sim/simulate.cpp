@@ -68,6 +68,7 @@ RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   eo.sync_exponent = ctx.prof->sync_exponent;
   eo.sync_latency = ctx.prof->sync_latency;
   eo.comm_waits_for_compute = ctx.world() > 1 && ctx.prof->comm_stall >= 0.5;
+  eo.comm_needs_free_core = ctx.prof->comm_stall_one < 0.5;
   if (!ctx.core_host.empty()) {
     eo.host_of_device = ctx.core_host;
     std::map<int, int> per_host;

@@ -688,7 +688,8 @@ class SharingProbe {
 // alone, over the compute's time less its time alone: 0 when it ran beside the
 // compute as fast as alone, 1 when it completed only as the compute ended (a
 // communication thread that gets no CPU while its rank computes). The median,
-// the worst rank's.
+// the worst rank's. `stall_one`: the same with only rank 0 computing, the
+// other ranks idle (0 where rank 0's communication thread runs on an idle core).
 class OverlapProbe {
  public:
   OverlapProbe()
@@ -737,12 +738,22 @@ class OverlapProbe {
       t0 = Clock::now();
       for (int i = 0; i < k; ++i) one();
       const double compute = seconds_since(t0);
-      w->wait(kTimeout);
-      if (w->start_ns() < 0 || w->end_ns() < 0) continue;  // a backend that does not time its works
+      w->wait(kTimeout);  // done: Work::finish set both ends
       const double in_flight = static_cast<double>(w->end_ns() - w->start_ns()) * 1e-9;
       bucket_alone_.add(r, comm);
       bucket_in_flight_.add(r, in_flight);
       stalls_.add(r, std::clamp((in_flight - comm) / std::max(compute - comm, 1e-6), 0.0, 1.0));
+      // The same with rank 0 computing and the others idle: whether a rank's
+      // compute holds the transfer up even while the machine has cores to spare.
+      c.comm->barrier()->wait(kTimeout);
+      auto w1 = c.comm->allreduce(bucket_);
+      t0 = Clock::now();
+      if (c.rank == 0)
+        for (int i = 0; i < k; ++i) one();
+      const double compute0 = seconds_since(t0);
+      w1->wait(kTimeout);
+      const double in_flight0 = static_cast<double>(w1->end_ns() - w1->start_ns()) * 1e-9;
+      stalls_one_.add(r, c.rank == 0 ? std::clamp((in_flight0 - comm) / std::max(compute0 - comm, 1e-6), 0.0, 1.0) : 0.0);
     }
   }
 
@@ -754,6 +765,7 @@ class OverlapProbe {
                       {"matmuls", k_},
                       {"pairs", ratios_.pooled(use).size()},
                       {"stall", allmax(c, stalls_.median_of(use))},
+                      {"stall_one", allmax(c, stalls_one_.median_of(use))},  // rank 0's
                       {"stall_bucket_alone_s", allmax(c, bucket_alone_.median_of(use))},
                       {"stall_bucket_in_flight_s", allmax(c, bucket_in_flight_.median_of(use))}};
   }
@@ -762,7 +774,7 @@ class OverlapProbe {
   torch::Tensor A_, B_, buf_, bucket_;
   int k_ = 0;
   double per_ = 0, comm_s_ = 0;
-  RoundSamples alone_, with_, ratios_, stalls_, bucket_alone_, bucket_in_flight_;
+  RoundSamples alone_, with_, ratios_, stalls_, stalls_one_, bucket_alone_, bucket_in_flight_;
 };
 
 // Horovod's background loop: a thread that wakes every cycle (1 ms) and

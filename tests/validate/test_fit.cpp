@@ -377,6 +377,11 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK(stalled.profile.comm_stall_by_ranks[0].first == comm.value("ranks", 0));
   CHECK(stalled.profile.comm_stall_by_ranks[0].second == doctest::Approx(0.93));
   CHECK(stalled.profile.shared_by(2).comm_stall == doctest::Approx(0.93));
+  CHECK(stalled.profile.comm_stall_one_by_ranks.empty());
+  comm["overlap"]["stall_one"] = 0.05;  // rank 0 alone computing: its transfers ran on an idle core
+  const FitReport one = fit_profile(compute, {comm}, "gloo", cluster);
+  REQUIRE(one.profile.comm_stall_one_by_ranks.size() == 1);
+  CHECK(one.profile.shared_by(2).comm_stall_one == doctest::Approx(0.05));
   comm.erase("overlap");
   // A collective's price: the mean of its rounds' medians where the document
   // has it, else the median. 1 ms more in every mean -> a larger fixed cost.

@@ -227,9 +227,15 @@ TEST_CASE("background_loop_slowdown by ranks: round trip, and shared_by resolves
 TEST_CASE("comm_stall by ranks: round trip, shared_by resolves it, refusals") {
   sim::DeviceProfile p = sample_profile();
   p.comm_stall_by_ranks = {{2, 0.95}, {4, 0.15}};
+  p.comm_stall_one_by_ranks = {{2, 1.0}, {4, 0.0}};
   sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  CHECK(q.shared_by(4).comm_stall_one == 1.0);  // not measured: a computing member holds its collectives
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
   REQUIRE(q.comm_stall_by_ranks.size() == 2);
+  REQUIRE(q.comm_stall_one_by_ranks.size() == 2);
+  CHECK(q.shared_by(2).comm_stall_one == 1.0);
+  CHECK(q.shared_by(3).comm_stall_one == doctest::Approx(0.5));
+  CHECK(q.shared_by(4).comm_stall_one == 0.0);
   CHECK(q.comm_stall == 0.0);
   CHECK(q.shared_by(2).comm_stall == doctest::Approx(0.95));
   CHECK(q.shared_by(3).comm_stall == doctest::Approx(0.55));
@@ -241,6 +247,10 @@ TEST_CASE("comm_stall by ranks: round trip, shared_by resolves it, refusals") {
   CHECK_THROWS_AS(sim::apply_profile_document(
                       load_yaml_string("device:\n  comm_stall: [{ranks: 4, stall: 0.1}, {ranks: 2, stall: 0.2}]\n", "b.yaml"), r),
                   InputError);
+  CHECK_THROWS_WITH_AS(sim::apply_profile_document(load_yaml_string("device:\n  comm_stall_one: [{ranks: 2, stall: 2}]\n", "b.yaml"), r),
+                       doctest::Contains("comm_stall_one is a share"), InputError);
+  CHECK_THROWS_WITH_AS(sim::apply_profile_document(load_yaml_string("device:\n  comm_stall_one: []\n", "b.yaml"), r),
+                       doctest::Contains("comm_stall_one: an empty list"), InputError);
 }
 
 TEST_CASE("a stalled profile serialises a Horovod step's allreduces after backward") {
