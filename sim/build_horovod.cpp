@@ -146,8 +146,12 @@ void HorovodRuntime::tick() {
     if (!more) place_optimizer();
     // The loop negotiates synchronously: its next cycle starts once this
     // negotiation is done, batching every tensor that became ready meanwhile.
+    // CPU operations (Gloo, MPI) also run in the loop thread itself, so the next
+    // cycle waits for this cycle's last buffer to be copied out; GPU operations
+    // (NCCL) are queued on a stream and finished by another thread.
     if (more) {
-      ex.on_finish(neg_task[0], [this] {
+      const bool cpu = ctx_.prof->spec.kind == topology::DeviceKind::Cpu;
+      ex.on_finish(cpu ? comm_end_[0] : neg_task[0], [this] {
         ticking_ = false;
         if (!ready_queue_.empty()) ensure_ticking();
       });

@@ -6,7 +6,8 @@
 // (a small bit-vector allreduce when the response cache knows them, a gather +
 // broadcast of requests otherwise), fuses ready tensors into buffers up to the
 // fusion threshold (memcpy in), allreduces each buffer, and copies out (scaling
-// by 1/size). optimizer.step() waits for every handle. With the paper's
+// by 1/size); on CPU ranks the loop thread runs those collectives itself, so
+// its next cycle starts after them. optimizer.step() waits for every handle. With the paper's
 // horovod+amp code (double_step), step() runs twice, and the second call
 // allreduces every gradient again.
 //

@@ -237,3 +237,32 @@ TEST_CASE("horovod's loop negotiates synchronously: one negotiation at a time, l
   CHECK(ready_ops > 10);
   CHECK(static_cast<int>(neg.size()) <= 3 * p.sim.steps);
 }
+
+TEST_CASE("horovod on CPU ranks: the loop runs its collectives itself, the next negotiation follows them") {
+  // localhost-cpu, tiny, 2 ranks, an allreduce priced at 4 ms: on CPU ranks
+  // (Gloo, MPI) no negotiation starts while an allreduce of an earlier cycle
+  // is unfinished on that rank; on GPUs (NCCL ops finished by another thread)
+  // the loop goes on negotiating beside them.
+  auto negotiations_beside_allreduce = [](const std::string& cluster, const std::string& model) {
+    PointSpec p = make_point(model, cluster, 2, StrategyKind::Horovod, 2);
+    p.sim.trace = true;
+    p.options.cycle_time = Time::us(500);
+    sim::CommCalibration slow;
+    slow.ranks = 2;
+    slow.regimes = {{0, Time::ms(4), 1.0}};
+    p.profile.network = {slow};
+    PointResult r = simulate_point(p);
+    REQUIRE(r.timeline);
+    int beside = 0, negotiations = 0;
+    for (const auto& n : r.timeline->events) {
+      if (n.device != 0 || n.category != Category::Negotiation) continue;
+      ++negotiations;
+      for (const auto& a : r.timeline->events)
+        if (a.device == 0 && a.category == Category::Communication && a.start < n.start && n.start < a.end) ++beside;
+    }
+    CHECK(negotiations >= 2);
+    return beside;
+  };
+  CHECK(negotiations_beside_allreduce("localhost-cpu", "tiny") == 0);
+  CHECK(negotiations_beside_allreduce("hal-v100", "paper") > 0);
+}

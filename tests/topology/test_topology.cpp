@@ -1,5 +1,6 @@
 // Tests of the cluster graph: construction, validation, routing rules, ECMP, threads.
 #include <doctest.h>
+#include <fmt/format.h>
 
 #include <set>
 #include <string>
@@ -55,7 +56,7 @@ Topology two_hosts() {
   Topology t;
   t.name = "two-hosts";
   for (int h = 0; h < 2; ++h) {
-    std::string p = "n" + std::to_string(h) + ".";
+    std::string p = fmt::format("n{}.", h);
     int g0 = add_device(t, p + "gpu0", h), g1 = add_device(t, p + "gpu1", h);
     int cpu = t.add_vertex({p + "cpu0", VertexKind::HostCpu, h, -1});
     int nic = t.add_vertex({p + "nic0", VertexKind::Nic, h, -1});
@@ -159,8 +160,8 @@ TEST_CASE("validation errors") {
     Topology t;
     std::vector<int> cpus;
     for (int h = 0; h < 3; ++h) {
-      int d = add_device(t, "g" + std::to_string(h), h);
-      cpus.push_back(t.add_vertex({"cpu" + std::to_string(h), VertexKind::HostCpu, h, -1}));
+      int d = add_device(t, fmt::format("g{}", h), h);
+      cpus.push_back(t.add_vertex({fmt::format("cpu{}", h), VertexKind::HostCpu, h, -1}));
       t.add_link(d, cpus.back(), LinkKind::Pcie, gbyte_per_s(16), Time::us(1));
     }
     t.add_link(cpus[0], cpus[1], LinkKind::Other, gbyte_per_s(16), Time::us(1));
@@ -223,7 +224,7 @@ TEST_CASE("one-way links: shared segment crossed by every copy") {
   int out = t.add_vertex({"shm.out", VertexKind::HostCpu, 0, -1});
   int total = t.add_one_way_link(in, out, LinkKind::SharedMemory, gbyte_per_s(40), Time::zero());
   for (int r = 0; r < 4; ++r) {
-    int d = add_device(t, "rank" + std::to_string(r), 0);
+    int d = add_device(t, fmt::format("rank{}", r), 0);
     t.add_one_way_link(d, in, LinkKind::SharedMemory, gbyte_per_s(10), Time::ns(500));
     t.add_one_way_link(out, d, LinkKind::SharedMemory, gbyte_per_s(10), Time::ns(500));
   }
@@ -245,11 +246,11 @@ TEST_CASE("ECMP: equal-cost paths spread over spines, deterministically") {
     std::vector<int> leaves{t.add_vertex({"leaf0", VertexKind::Switch, -1, -1}),
                             t.add_vertex({"leaf1", VertexKind::Switch, -1, -1})};
     for (int h = 0; h < 8; ++h) {
-      int d = add_device(t, "g" + std::to_string(h), h);
+      int d = add_device(t, fmt::format("g{}", h), h);
       t.add_link(d, leaves[h / 4], LinkKind::InfiniBand, gbit_per_s(100), Time::us(1));
     }
     for (int s = 0; s < 8; ++s) {
-      int sp = t.add_vertex({"spine" + std::to_string(s), VertexKind::Switch, -1, -1});
+      int sp = t.add_vertex({fmt::format("spine{}", s), VertexKind::Switch, -1, -1});
       for (int l : leaves) t.add_link(l, sp, LinkKind::InfiniBand, gbit_per_s(100), Time::us(1));
     }
     t.finalize();
