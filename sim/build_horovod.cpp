@@ -57,10 +57,13 @@ void HorovodRuntime::tensor_ready(int tensor) {
 void HorovodRuntime::ensure_ticking() {
   if (ticking_) return;
   ticking_ = true;
-  // The loop wakes on a grid of cycle_time from the start of the process.
-  int64_t cycle = std::max<int64_t>(ctx_.opts->cycle_time.count_ns(), 1);
-  Time now = ctx_.sim->now();
-  int64_t next = (now.count_ns() / cycle + 1) * cycle;
+  // Horovod's loop starts a cycle cycle_time after the previous one started,
+  // or at once when that one ran longer; idle cycles (nothing ready) are short,
+  // so the loop wakes on a grid of cycle_time from the first cycle after the
+  // last one that did work (from the start of the process before any did).
+  const int64_t cycle = std::max<int64_t>(ctx_.opts->cycle_time.count_ns(), 1);
+  const int64_t now = ctx_.sim->now().count_ns(), anchor = anchor_.count_ns();
+  const int64_t next = now <= anchor ? anchor : anchor + ((now - anchor) / cycle + 1) * cycle;
   ctx_.sim->schedule_at(Time::ns(next), [this] { tick(); });
 }
 
@@ -87,6 +90,7 @@ Time HorovodRuntime::negotiation_time(size_t tensors, bool all_cached) {
 
 void HorovodRuntime::tick() {
   ++cycles_;
+  anchor_ = ctx_.sim->now() + ctx_.opts->cycle_time;  // the next cycle's earliest start
   Executor& ex = *ctx_.ex;
   const int n = ctx_.slots();
   const auto& w = *ctx_.work;
@@ -152,6 +156,7 @@ void HorovodRuntime::tick() {
     if (more) {
       const bool cpu = ctx_.prof->spec.kind == topology::DeviceKind::Cpu;
       ex.on_finish(cpu ? comm_end_[0] : neg_task[0], [this] {
+        anchor_ = std::max(anchor_, ctx_.sim->now());  // a cycle that ran long: the next starts at once
         ticking_ = false;
         if (!ready_queue_.empty()) ensure_ticking();
       });

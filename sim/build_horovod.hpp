@@ -50,6 +50,7 @@ class HorovodRuntime {
   int outstanding_ = 0;                 // tensors of this round not yet negotiated
   std::vector<bool> cached_;            // response cache
   bool ticking_ = false;
+  Time anchor_ = Time::zero();          // the loop's next cycle starts here or a whole number of cycles later
   std::vector<TaskId> backward_end_;    // per slot
   std::vector<TaskId> comm_end_;        // per slot: last copy-out of the round
   std::vector<std::vector<TaskId>> step_end_;

@@ -266,45 +266,45 @@ TEST_CASE("with comm_waits_for_compute a data collective waits until none of its
 }
 
 TEST_CASE("with comm_needs_free_core a data collective waits only while its host has no core to spare") {
-  // Four devices on one host of two cores (a fifth compute task would not fit:
-  // slowdown 1.5 for three, 2 for four). Devices 0 and 1 compute 50 ms of work,
-  // 2 and 3 compute 150 and 250 ms: all four run at half speed until 100 ms,
-  // when 0 and 1 end and their bucket is ready. Two computing ranks fill the
-  // cores, so the free-core rule holds the bucket until device 2 ends at 200 ms;
-  // the member rule starts it at once (neither member computes).
-  for (bool free_core : {false, true}) {
-    CAPTURE(free_core);
-    Simulation sim;
+  // Devices on one host of two cores: a third compute task would be slowed.
+  auto options = [](bool free_core, int devices) {
     ExecutorOptions o;
     o.comm_waits_for_compute = true;
     o.comm_needs_free_core = free_core;
-    o.host_of_device = {0, 0, 0, 0};
+    o.host_of_device.assign(devices, 0);
     o.sharing_slowdown = {1.0, 1.0, 1.0, 1.5, 2.0};
-    Executor ex(sim, 4, o);
+    return o;
+  };
+  auto one_ms = [] { return Time::ms(1); };
+  // Four devices: 0 and 1 compute 50 ms of work, 2 and 3 compute 150 and 250
+  // ms; all four run at half speed until 100 ms, when 0 and 1 end and their
+  // bucket is ready. Two computing ranks fill the cores, so the free-core rule
+  // holds the bucket until device 2 ends at 200 ms; the member rule starts it
+  // at once (neither member computes).
+  for (bool free_core : {false, true}) {
+    CAPTURE(free_core);
+    Simulation sim;
+    Executor ex(sim, 4, options(free_core, 4));
     int32_t n = ex.name_id("x");
     std::vector<TaskId> work;
-    for (int d = 0; d < 4; ++d) work.push_back(ex.add_task(d, StreamKind::Compute, Category::Backward, Time::ms(50 + 100 * std::max(0, d - 1)), n));
-    auto bucket = ex.add_collective({0, 1}, Category::Communication, n, {{work[0]}, {work[1]}}, 1e6, [] { return Time::ms(1); });
+    for (int d = 0; d < 4; ++d)
+      work.push_back(ex.add_task(d, StreamKind::Compute, Category::Backward, Time::ms(50 + 100 * std::max(0, d - 1)), n));
+    auto bucket = ex.add_collective({0, 1}, Category::Communication, n, {{work[0]}, {work[1]}}, 1e6, one_ms);
     sim.run();
     CHECK(ex.end_of(work[0]).seconds() == doctest::Approx(0.1));
     CHECK(ex.end_of(work[2]).seconds() == doctest::Approx(0.2));
     CHECK(ex.start_of(bucket[0]).seconds() == doctest::Approx(free_core ? 0.2 : 0.1));
   }
-  // Two devices on that host, device 0 computing 100 ms, its bucket ready at
-  // once: one core is idle, so the free-core rule starts the bucket beside the
-  // compute; the member rule waits for device 0.
+  // Two devices, device 0 computing 100 ms, its bucket ready at once: one core
+  // is idle, so the free-core rule starts the bucket beside the compute; the
+  // member rule waits for device 0.
   for (bool free_core : {false, true}) {
     CAPTURE(free_core);
     Simulation sim;
-    ExecutorOptions o;
-    o.comm_waits_for_compute = true;
-    o.comm_needs_free_core = free_core;
-    o.host_of_device = {0, 0};
-    o.sharing_slowdown = {1.0, 1.0, 1.0, 1.5};
-    Executor ex(sim, 2, o);
+    Executor ex(sim, 2, options(free_core, 2));
     int32_t n = ex.name_id("x");
     ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(100), n);
-    auto bucket = ex.add_collective({0, 1}, Category::Communication, n, {{}, {}}, 1e6, [] { return Time::ms(1); });
+    auto bucket = ex.add_collective({0, 1}, Category::Communication, n, {{}, {}}, 1e6, one_ms);
     sim.run();
     CHECK(ex.start_of(bucket[0]).seconds() == doctest::Approx(free_core ? 0.0 : 0.1));
   }

@@ -212,14 +212,21 @@ TEST_CASE("rings follow NVLink: DGX-1's hybrid cube-mesh is not crossed over PCI
   CHECK(sorted == ranks);
 }
 
+// Horovod on `ranks` devices, two steps, traced, every collective priced at
+// `latency` (a calibrated table of one regime).
+static PointSpec traced_horovod(const std::string& model, const std::string& cluster, int ranks, Time latency) {
+  PointSpec p = make_point(model, cluster, ranks, StrategyKind::Horovod, 2);
+  p.sim.trace = true;
+  sim::CommCalibration fixed;
+  fixed.ranks = ranks;
+  fixed.regimes = {{0, latency, 1.0}};
+  p.profile.network = {fixed};
+  return p;
+}
+
 TEST_CASE("horovod's loop negotiates synchronously: one negotiation at a time, later tensors batched") {
   // Negotiation slower than the 1 ms cycle (a calibrated collective latency of 3 ms).
-  PointSpec p = make_point("tiny", "localhost-cpu", 4, StrategyKind::Horovod, 2);
-  p.sim.trace = true;
-  sim::CommCalibration slow;
-  slow.ranks = 4;
-  slow.regimes = {{0, Time::ms(3), 1.0}};
-  p.profile.network = {slow};
+  PointSpec p = traced_horovod("tiny", "localhost-cpu", 4, Time::ms(3));
   PointResult r = simulate_point(p);
   REQUIRE(r.timeline);
   std::vector<std::pair<Time, Time>> neg;
@@ -240,17 +247,12 @@ TEST_CASE("horovod's loop negotiates synchronously: one negotiation at a time, l
 
 TEST_CASE("horovod on CPU ranks: the loop runs its collectives itself, the next negotiation follows them") {
   // localhost-cpu, tiny, 2 ranks, an allreduce priced at 4 ms: on CPU ranks
-  // (Gloo, MPI) no negotiation starts while an allreduce of an earlier cycle
-  // is unfinished on that rank; on GPUs (NCCL ops finished by another thread)
-  // the loop goes on negotiating beside them.
+  // (Gloo, MPI) no negotiation runs while an allreduce is unfinished on that
+  // rank; on GPUs (NCCL ops finished by another thread) the loop goes on
+  // negotiating beside them.
   auto negotiations_beside_allreduce = [](const std::string& cluster, const std::string& model) {
-    PointSpec p = make_point(model, cluster, 2, StrategyKind::Horovod, 2);
-    p.sim.trace = true;
+    PointSpec p = traced_horovod(model, cluster, 2, Time::ms(4));
     p.options.cycle_time = Time::us(500);
-    sim::CommCalibration slow;
-    slow.ranks = 2;
-    slow.regimes = {{0, Time::ms(4), 1.0}};
-    p.profile.network = {slow};
     PointResult r = simulate_point(p);
     REQUIRE(r.timeline);
     int beside = 0, negotiations = 0;
@@ -258,7 +260,7 @@ TEST_CASE("horovod on CPU ranks: the loop runs its collectives itself, the next 
       if (n.device != 0 || n.category != Category::Negotiation) continue;
       ++negotiations;
       for (const auto& a : r.timeline->events)
-        if (a.device == 0 && a.category == Category::Communication && a.start < n.start && n.start < a.end) ++beside;
+        if (a.device == 0 && a.category == Category::Communication && a.start < n.end && n.start < a.end) ++beside;
     }
     CHECK(negotiations >= 2);
     return beside;
