@@ -4,6 +4,7 @@
 #include "sim/collectives.hpp"
 
 #include <doctest.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <string>
@@ -40,9 +41,9 @@ Topology make_switched(int nodes, int per_node, double intra_bw, Time intra_lat,
   const int top = nodes > 1 ? t.add_vertex({"top", VertexKind::Switch, -1, -1}) : -1;
   int dev = 0;
   for (int h = 0; h < nodes; ++h) {
-    const int sw = t.add_vertex({"n" + std::to_string(h) + ".nvsw", VertexKind::NvSwitch, h, -1});
+    const int sw = t.add_vertex({fmt::format("n{}.nvsw", h), VertexKind::NvSwitch, h, -1});
     for (int i = 0; i < per_node; ++i) {
-      const int v = t.add_vertex({"n" + std::to_string(h) + ".gpu" + std::to_string(i), VertexKind::Device, h, dev});
+      const int v = t.add_vertex({fmt::format("n{}.gpu{}", h, i), VertexKind::Device, h, dev});
       t.add_link(v, sw, LinkKind::NvLink, bytes_per_s(intra_bw), intra_lat, efficiency);
       t.set_device_spec(dev, test_spec());
       ++dev;
@@ -61,7 +62,7 @@ Topology make_two_leaves(double spine_bw) {
   const int leaf1 = t.add_vertex({"leaf1", VertexKind::Switch, -1, -1});
   t.add_link(leaf0, leaf1, LinkKind::Ethernet, bytes_per_s(spine_bw), Time::us(1));
   for (int d = 0; d < 4; ++d) {
-    const int v = t.add_vertex({"h" + std::to_string(d), VertexKind::Device, d, d});
+    const int v = t.add_vertex({fmt::format("h{}", d), VertexKind::Device, d, d});
     t.add_link(v, d < 2 ? leaf0 : leaf1, LinkKind::Ethernet, gbyte_per_s(10), Time::us(1));
     t.set_device_spec(d, test_spec());
   }
@@ -76,11 +77,11 @@ Topology make_rails(int nodes, int per_node, double nvlink, double nic) {
   const int top = t.add_vertex({"top", VertexKind::Switch, -1, -1});
   int dev = 0;
   for (int h = 0; h < nodes; ++h) {
-    const std::string p = "n" + std::to_string(h);
+    const std::string p = fmt::format("n{}", h);
     const int sw = t.add_vertex({p + ".nvsw", VertexKind::NvSwitch, h, -1});
     for (int i = 0; i < per_node; ++i, ++dev) {
-      const int v = t.add_vertex({p + ".gpu" + std::to_string(i), VertexKind::Device, h, dev});
-      const int n = t.add_vertex({p + ".nic" + std::to_string(i), VertexKind::Nic, h, -1});
+      const int v = t.add_vertex({fmt::format("{}.gpu{}", p, i), VertexKind::Device, h, dev});
+      const int n = t.add_vertex({fmt::format("{}.nic{}", p, i), VertexKind::Nic, h, -1});
       t.add_link(v, sw, LinkKind::NvLink, bytes_per_s(nvlink), Time::zero());
       t.add_link(v, n, LinkKind::Pcie, bytes_per_s(nic), Time::zero());
       t.add_link(n, top, LinkKind::InfiniBand, bytes_per_s(nic), Time::zero());
