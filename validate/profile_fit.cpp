@@ -630,14 +630,12 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
                                                      : num(o, "compute_with_comm_s") / num(o, "compute_alone_s") - 1.0);
       overlap_ranks = n;
     }
-    if (doc.contains("overlap") && doc.at("overlap").contains("stall")) {
-      stall_by_ranks[n] = std::clamp(num(doc.at("overlap"), "stall"), 0.0, 1.0);
-      diag["comm_stall_probe"][std::to_string(n)] = stall_by_ranks[n];
-    }
-    if (doc.contains("overlap") && doc.at("overlap").contains("stall_one")) {
-      stall_one_by_ranks[n] = std::clamp(num(doc.at("overlap"), "stall_one"), 0.0, 1.0);
-      diag["comm_stall_one_probe"][std::to_string(n)] = stall_one_by_ranks[n];
-    }
+    for (auto [field, by, probe] : {std::tuple{"stall", &stall_by_ranks, "comm_stall_probe"},
+                                    std::tuple{"stall_one", &stall_one_by_ranks, "comm_stall_one_probe"}})
+      if (doc.contains("overlap") && doc.at("overlap").contains(field)) {
+        (*by)[n] = std::clamp(num(doc.at("overlap"), field), 0.0, 1.0);
+        diag[probe][std::to_string(n)] = (*by)[n];
+      }
     if (doc.contains("horovod_loop")) {
       const json& h = doc.at("horovod_loop");
       diag["background_loop_probe"][std::to_string(n)] = num(h, "slowdown");
@@ -845,13 +843,12 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
     y += "  background_loop_slowdown:   # by ranks on the machine\n";
     for (auto [r, x] : p.background_loop_by_ranks) y += fmt::format("    - {{ranks: {}, slowdown: {:.4g}}}\n", r, x);
   }
-  if (!p.comm_stall_by_ranks.empty()) {
-    y += "  comm_stall:   # the share of a collective that waits while its ranks compute, by ranks on the machine\n";
-    for (auto [r, x] : p.comm_stall_by_ranks) y += fmt::format("    - {{ranks: {}, stall: {:.3g}}}\n", r, x);
-  }
-  if (!p.comm_stall_one_by_ranks.empty()) {
-    y += "  comm_stall_one:   # the same while one rank computes and the others idle\n";
-    for (auto [r, x] : p.comm_stall_one_by_ranks) y += fmt::format("    - {{ranks: {}, stall: {:.3g}}}\n", r, x);
+  for (const auto& [key, list, what] :
+       {std::tuple{"comm_stall", &p.comm_stall_by_ranks, "the share of a collective that waits while its ranks compute, by ranks on the machine"},
+        std::tuple{"comm_stall_one", &p.comm_stall_one_by_ranks, "the same while one rank computes and the others idle"}}) {
+    if (list->empty()) continue;
+    y += fmt::format("  {}:   # {}\n", key, what);
+    for (auto [r, x] : *list) y += fmt::format("    - {{ranks: {}, stall: {:.3g}}}\n", r, x);
   }
   if (!p.sync_by_ranks.empty()) {
     y += "  rank_sync:   # the slowest rank's lag after 100 ms of compute, its growth, extra collective latency\n";
