@@ -29,7 +29,7 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--raw-dir", "directory of the raw microbenchmark JSON (default: <out stem>.raw/)", &CalibrateArgs::raw_dir},
       {"--cluster", "topology the collective fit prices on (preset or cluster YAML)", &CalibrateArgs::cluster},
       {"--microbench", "path of dptwin-microbench (default: next to dptwin)", &CalibrateArgs::microbench},
-      {"--input", "refit these raw microbenchmark JSON files (comma-separated) instead of running", &CalibrateArgs::inputs},
+      {"--input", "refit these raw microbenchmark JSON files (comma-separated) instead of running; several compute documents (or comm documents of one rank count) are merged as the passes of --passes are", &CalibrateArgs::inputs},
       {"--netns", "a matrix YAML whose `netns` section places the ranks in network namespaces", &CalibrateArgs::netns_matrix},
       {"--threads", "intra-op threads per rank", &CalibrateArgs::threads},
       {"--bind", "bind each microbenchmark rank to its own cores (core; auto: while ranks x threads fit the cores; "

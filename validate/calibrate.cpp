@@ -190,19 +190,23 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   json compute;
   std::vector<json> comm;
   json steal_log = json::array();  // host steal of every measured run and attempt
+  std::vector<json> compute_passes;
+  std::map<std::pair<std::string, int>, std::vector<json>> comm_passes;  // by backend and rank count
   if (!o.inputs.empty()) {
+    // The documents of one run, or the passes of one or several runs: several
+    // compute documents (or comm documents of one backend and rank count) are
+    // merged as the passes of a measured run are.
     for (const auto& p : o.inputs) {
       json d = read_json(p);
-      if (d.value("mode", "") == "compute") compute = d;
-      else comm.push_back(d);
+      if (d.value("mode", "") == "compute") compute_passes.push_back(std::move(d));
+      else comm_passes[{d.value("backend", ""), d.value("ranks", 0)}].push_back(std::move(d));
       res.raw.push_back(p);
     }
-    if (compute.is_null()) throw InputError({}, "--input", "no compute-mode microbenchmark document among the inputs");
+    if (compute_passes.empty())
+      throw InputError({}, "--input", "no compute-mode microbenchmark document among the inputs");
   } else {
     fs::create_directories(raw_dir);
     const std::string bin = find_microbench_binary(o.microbench);
-    std::vector<json> compute_passes;
-    std::map<int, std::vector<json>> comm_passes;
     const int passes = std::max(1, o.passes);
     int store_run = 0;  // a fresh store port per comm run (emulated), across passes
     // Runs `run` (which writes one raw document) again while the host's steal
@@ -237,24 +241,25 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
                                     [&](std::vector<std::string>& raw) { return run_compute_pass(o, bin, raw_dir, sfx, raw); }));
       for (int n : o.ranks)
         if (n > 1)
-          comm_passes[n].push_back(calm(fmt::format("comm run, {} ranks{}", n, sfx), [&](std::vector<std::string>& raw) {
+          comm_passes[{o.backend, n}].push_back(calm(fmt::format("comm run, {} ranks{}", n, sfx), [&](std::vector<std::string>& raw) {
             return run_comm_pass(o, bin, raw_dir, sfx, n, store_run++, raw);
           }));
     }
-    // Every pass rescaled to the speed all passes' probe readings share (their
-    // median), then the median of each figure: a pass in a slow phase of a
-    // shared host counts at the common speed, not as a slower machine.
-    const SpeedReference ref = probe_reference(compute_passes);
-    for (auto& d : compute_passes) d = normalized_to_speed(d, ref);
-    compute = median_of_documents(compute_passes);
-    if (passes > 1) compute["probe_readings"] = probe_readings(compute_passes);  // the speed states of all passes
-    for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));
-    if (passes > 1) {
-      // The medians as documents of their own: `--input` refits them like one pass.
-      write_json((raw_dir / "compute.json").string(), compute);
-      for (const auto& d : comm)
-        write_json((raw_dir / fmt::format("comm-{}-{}.json", o.backend, d.value("ranks", 0))).string(), d);
-    }
+  }
+  // Every pass rescaled to the speed all passes' probe readings share (their
+  // median), then the median of each figure: a pass in a slow phase of a
+  // shared host counts at the common speed, not as a slower machine.
+  const SpeedReference ref = probe_reference(compute_passes);
+  for (auto& d : compute_passes) d = normalized_to_speed(d, ref);
+  compute = median_of_documents(compute_passes);
+  const bool several = compute_passes.size() > 1;
+  if (several) compute["probe_readings"] = probe_readings(compute_passes);  // the speed states of all passes
+  for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));
+  if (several && o.inputs.empty()) {
+    // The medians as documents of their own: `--input` refits them like one pass.
+    write_json((raw_dir / "compute.json").string(), compute);
+    for (const auto& d : comm)
+      write_json((raw_dir / fmt::format("comm-{}-{}.json", o.backend, d.value("ranks", 0))).string(), d);
   }
   const topology::ClusterSpec cluster = cluster_of(o.cluster);
   res.fit = fit_profile(compute, comm, o.backend, cluster);

@@ -333,26 +333,42 @@ SpeedReference probe_reference(const std::vector<json>& docs) {
 
 json probe_readings(const std::vector<json>& docs) {
   json out = json::array();
-  for (const auto& d : docs) {
+  for (size_t i = 0; i < docs.size(); ++i) {
+    const json& d = docs[i];
     if (d.contains("probe_readings")) {
       for (const auto& r : d.at("probe_readings")) out.push_back(r);
       continue;
     }
     for_each_probed(d, [&](const auto&, const json& pr) {
-      if (pr.contains("class") && pr.contains("s") && pr.at("s").is_number())
-        out.push_back({{"class", pr.at("class")}, {"s", pr.at("s")}});
+      if (!pr.contains("class") || !pr.contains("s") || !pr.at("s").is_number()) return;
+      json r = {{"class", pr.at("class")}, {"s", pr.at("s")}};
+      if (docs.size() > 1) r["pass"] = i;
+      out.push_back(std::move(r));
     });
   }
   return out;
 }
 
 sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int points) {
+  // A reading's level: its pass's median reading of its class where the
+  // readings name their pass, else `ref`. A pass that sat in another state of
+  // the host for its minutes moves its level, not the spread of the states
+  // (the level is the run's to measure: validate --run-states).
+  const json readings = probe_readings({doc});
+  std::map<std::pair<std::string, int>, std::vector<double>> by_pass;
+  for (const auto& pr : readings)
+    if (pr.contains("pass") && pr.at("s").get<double>() > 0)
+      by_pass[{pr.at("class").get<std::string>(), pr.at("pass").get<int>()}].push_back(pr.at("s").get<double>());
+  std::map<std::pair<std::string, int>, double> level;
+  for (auto& [k, v] : by_pass) level[k] = median(std::move(v));
   std::map<std::string, std::vector<double>> ratios;
-  for (const auto& pr : probe_readings({doc})) {
-    const auto it = ref.find(pr.at("class").get<std::string>());
+  for (const auto& pr : readings) {
+    const std::string cls = pr.at("class").get<std::string>();
+    const auto it = ref.find(cls);
     const double reading = pr.at("s").get<double>();
-    if (it != ref.end() && reading > 0 && it->second > 0)
-      ratios[it->first].push_back(std::clamp(reading / it->second, 0.2, 5.0));
+    if (it == ref.end() || !(reading > 0) || !(it->second > 0)) continue;
+    const double at = pr.contains("pass") ? level.at({cls, pr.at("pass").get<int>()}) : it->second;
+    ratios[cls].push_back(std::clamp(reading / at, 0.2, 5.0));
   }
   sim::SpeedStates s;
   s.cores = doc.value("cores", 0);

@@ -128,11 +128,15 @@ nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReferen
 double dispatch_share(double seconds);
 // Every probe reading of `docs` ({"class", "s"}, one per probed case), or a
 // document's own "probe_readings" where it has them (the median of several
-// passes keeps all its passes' readings there).
+// passes keeps all its passes' readings there). With several documents (the
+// passes of one calibration) every reading names its document's index
+// ("pass").
 nlohmann::json probe_readings(const std::vector<nlohmann::json>& docs);
-// The spread of a compute document's probe readings around `ref`: per class
-// with at least 8 readings, `points` quantiles of reading / reference
-// (clamped to [0.2, 5]); `cores` from the document.
+// The spread of a compute document's probe readings: per class with at least
+// 8 readings, `points` quantiles of reading / level (clamped to [0.2, 5]),
+// where a reading's level is the median of its pass's readings of its class
+// when the readings name their pass (several passes), else `ref`; `cores`
+// from the document.
 sim::SpeedStates speed_states(const nlohmann::json& doc, const SpeedReference& ref, int points = 20);
 
 // Inputs: the compute document (--mode compute) and any comm documents (--mode

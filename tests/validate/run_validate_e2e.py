@@ -113,6 +113,15 @@ with tempfile.TemporaryDirectory() as tmp:
             check(len(dm.get("probe_readings", [])) == n_read(d0) + n_read(d1) > 0,
                   "the median document keeps both passes' probe readings (the profile's speed states)")
             check("speed_states:" in open(os.path.join(tmp, "two.yaml")).read(), "the profile has speed states")
+            check(sorted({r.get("pass") for r in dm.get("probe_readings", [])}) == [0, 1],
+                  "every kept probe reading names its pass (the level its speed state is read against)")
+            # The two raw passes refitted through --input: the same profile as the measured run's.
+            r3 = subprocess.run([cli, "calibrate", "--input", ",".join(os.path.join(raw2, f) for f in ("compute-p0.json", "compute-p1.json")),
+                                 "--out", os.path.join(tmp, "refit.yaml")], capture_output=True, text=True, timeout=120)
+            body = lambda f: [l for l in open(os.path.join(tmp, f)).read().splitlines() if not l.startswith(("#", "name:", "description:", "source:"))]
+            check(r3.returncode == 0 and body("refit.yaml") == body("two.yaml"),
+                  "calibrate --input with both passes' raw documents refits the profile the passes gave"
+                  + ("" if r3.returncode == 0 else ": " + r3.stderr[-300:]))
         runs = [e["run"] for e in diag.get("runs_steal_pct", [])]
         check("compute run" in runs and "comm run, 2 ranks" in runs
               and all(0 <= e["steal_pct"] <= 100 and e["attempt"] >= 1 for e in diag["runs_steal_pct"]),

@@ -531,6 +531,22 @@ TEST_CASE("fit_profile: the probe readings' spread around the reference becomes 
   CHECK(sim::expected_slowest(twice.matmul, 2) == doctest::Approx(sim::expected_slowest(s.matmul, 2)).epsilon(0.03));
   CHECK(sim::expected_slowest(s.matmul, 1) == doctest::Approx(1.0).epsilon(0.01));
   CHECK(sim::expected_slowest(s.matmul, 2) > 1.15);
+  // Readings that name their pass are read against their pass's level: two
+  // passes, one wholly at twice the other's times, keep only their spread within.
+  json fast = doc, slow = doc;
+  for (auto& row : slow["compute"])
+    if (row.contains("probe")) row["probe"]["s"] = row["probe"]["s"].get<double>() * 2;
+  json passes = doc;
+  passes["probe_readings"] = probe_readings({fast, slow});
+  REQUIRE(passes["probe_readings"].size() == 26);
+  CHECK(passes["probe_readings"][0]["pass"] == 0);
+  CHECK(passes["probe_readings"][13]["pass"] == 1);
+  const sim::SpeedStates levelled = speed_states(passes, probe_reference({fast, slow}));
+  CHECK(levelled.matmul.front() == doctest::Approx(1.0 / 1.5));  // each pass: 1 and 2 ms around 1.5, 2 and 4 around 3
+  CHECK(levelled.matmul.back() == doctest::Approx(2.0 / 1.5));
+  json unnamed = passes;
+  for (auto& r : unnamed["probe_readings"]) r.erase("pass");
+  CHECK(speed_states(unnamed, probe_reference({fast, slow})).matmul.back() > 1.9);  // 4 ms against the common 2 ms
   // fit_profile records them, and writes them into the profile.
   const FitReport r = fit_profile(doc, {}, "gloo", topology::load_cluster_preset("localhost-cpu"));
   CHECK(r.profile.speed_states.matmul == s.matmul);
