@@ -134,6 +134,7 @@ struct DeviceProfile {
   // computing member holds a collective up only while its machine has no core
   // to spare (unbound ranks: the communication thread moves to an idle core),
   // else while any member computes (ranks bound to cores, or not measured).
+  // `dptwin calibrate` writes 0 for unbound ranks (validate/calibrate.cpp).
   std::vector<std::pair<int, double>> comm_stall_one_by_ranks;
   double comm_stall_one = 1.0;
   double compute_jitter = 0.0;                // relative std-dev of compute times (stragglers); 0 = deterministic

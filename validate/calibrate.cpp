@@ -265,6 +265,16 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   res.fit = fit_profile(compute, comm, o.backend, cluster);
   if (!steal_log.empty()) res.fit.diagnostics["runs_steal_pct"] = steal_log;
   if (o.emulated) res.fit.profile.ranks_share_machine = true;
+  // Unbound ranks: one computing rank leaves a core free, and the others'
+  // communication threads run there (comm_stall_one 0: the simulator holds a
+  // collective only while a member's machine has no core to spare). The
+  // overlap probe's reading of it stays a diagnostic (`comm_stall_one_probe`):
+  // with unbound ranks it read 0.03-1.0 over 13 calibrations, and as a
+  // threshold (0.5) that noise moved tiny Horovod x4 by 12% between two
+  // calibrations in a row (rb28: 0.26 and 1.0 at 4 ranks). Bound ranks keep
+  // the reading.
+  for (auto& [n, stall] : res.fit.profile.comm_stall_one_by_ranks)
+    if (exec::bind_cpus(o.bind, 0, n, o.threads, exec::usable_cores()).empty()) stall = 0.0;
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   const std::string name = fs::path(o.out).stem().string();

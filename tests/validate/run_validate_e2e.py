@@ -74,6 +74,21 @@ with tempfile.TemporaryDirectory() as tmp:
               "messages up to 1 MiB), the pair probes and sync skeletons pooled"
               % (comm["rounds_steal_pct"], used))
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
+        # comm_stall_one: 0 for unbound ranks whatever the probe read (kept as a
+        # diagnostic); ranks bound to cores (--bind core) keep the reading.
+        c2 = json.load(open(os.path.join(tmp, "quick.raw", "comm-gloo-2.json")))
+        c2["overlap"]["stall_one"] = 0.7
+        json.dump(c2, open(os.path.join(tmp, "stall.json"), "w"))
+        for bind, want in (("none", "0"), ("core", "0.7")):
+            rs = subprocess.run([cli, "calibrate", "--bind", bind, "--input",
+                                 os.path.join(tmp, "quick.raw", "compute.json") + "," + os.path.join(tmp, "stall.json"),
+                                 "--out", os.path.join(tmp, "stall-%s.yaml" % bind)], capture_output=True, text=True, timeout=120)
+            line = open(os.path.join(tmp, "stall-%s.yaml" % bind)).read().split("comm_stall_one:", 1)[1].split("\n")[1] \
+                if rs.returncode == 0 else rs.stderr[-300:]
+            sdiag = json.load(open(os.path.join(tmp, "stall-%s.fit.json" % bind))) if rs.returncode == 0 else {}
+            check("{ranks: 2, stall: %s}" % want in line and sdiag.get("comm_stall_one_probe", {}).get("2") == 0.7,
+                  "--bind %s: the profile's comm_stall_one is %s for a probe reading of 0.7, kept in .fit.json (%s)"
+                  % (bind, want, line.strip()))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
         # Two passes (compute only): both raw documents kept, the median written as compute.json and fitted.
         r2 = subprocess.run([cli, "calibrate", "--quick", "--ranks", "1", "--passes", "2", "--budget-s", "0.02",
