@@ -269,7 +269,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   // communication threads run there (comm_stall_one 0: the simulator holds a
   // collective only while a member's machine has no core to spare). The
   // overlap probe's reading of it stays a diagnostic (`comm_stall_one_probe`):
-  // with unbound ranks it read 0.03-1.0 over 13 calibrations, and as a
+  // with unbound ranks it read 0.03-1.0 over ten calibrations, and as a
   // threshold (0.5) that noise moved tiny Horovod x4 by 12% between two
   // calibrations in a row (rb28: 0.26 and 1.0 at 4 ranks). Bound ranks keep
   // the reading.
