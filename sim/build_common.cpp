@@ -100,6 +100,18 @@ double buffer_bytes(const StepContext& ctx) {
   return static_cast<double>(c.n_layer) * static_cast<double>(c.n_positions) * static_cast<double>(c.n_positions);
 }
 
+std::vector<double> buffer_broadcast_bytes(const StepContext& ctx) {
+  std::vector<std::pair<double, double>> by_width;  // (bytes per element, bytes), first appearance first
+  for (const auto& b : models::gpt2_buffers(ctx.work->config)) {
+    auto it = std::find_if(by_width.begin(), by_width.end(), [&](const auto& g) { return g.first == b.bytes_per_element; });
+    if (it == by_width.end()) it = by_width.insert(by_width.end(), {b.bytes_per_element, 0.0});
+    it->second += b.bytes();
+  }
+  std::vector<double> out;
+  for (const auto& g : by_width) out.push_back(g.second);
+  return out;
+}
+
 namespace {
 
 // Sum over parameter tensors of max(kernels x launch, bytes_per_param x numel / bandwidth):

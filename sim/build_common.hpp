@@ -76,6 +76,10 @@ double gradient_bytes(const StepContext& ctx, DType dtype);
 int tensor_count(const StepContext& ctx);
 // Module buffers of HF GPT-2 (the causal-mask `attn.bias` per layer, n_positions^2 bytes).
 double buffer_bytes(const StepContext& ctx);
+// The messages of DDP's buffer broadcast: broadcast_coalesced flattens tensors
+// of one dtype together, so the uint8 masks and the fp32 `masked_bias` scalars
+// (models::gpt2_buffers) travel as two broadcasts, in registration order.
+std::vector<double> buffer_broadcast_bytes(const StepContext& ctx);
 
 // Optimizer-side work of one step on one device, as task durations.
 struct OptimizerWork {

@@ -73,11 +73,14 @@ std::vector<TaskId> build_dps_step(StepContext& ctx, const std::vector<TaskId>& 
     const bool sync = m == ctx.opts->accumulation - 1;
     // DDP broadcasts module buffers from rank 0 before every forward (_sync_params).
     if (!apex && ctx.opts->broadcast_buffers && ctx.world() > 1) {
-      std::vector<std::vector<TaskId>> deps(n);
-      for (int s = 0; s < n; ++s) deps[s] = {last[s]};
-      auto bc = add_collective_all(ctx, CollectiveKind::Broadcast, Algorithm::Ring, buffer_bytes(ctx),
-                                   "broadcast buffers", deps);
-      for (int s = 0; s < n; ++s) last[s] = bc[s];
+      int k = 0;
+      for (double bytes : buffer_broadcast_bytes(ctx)) {
+        std::vector<std::vector<TaskId>> deps(n);
+        for (int s = 0; s < n; ++s) deps[s] = {last[s]};
+        auto bc = add_collective_all(ctx, CollectiveKind::Broadcast, Algorithm::Ring, bytes,
+                                     "broadcast buffers " + std::to_string(k++), deps);
+        for (int s = 0; s < n; ++s) last[s] = bc[s];
+      }
     }
     for (int s = 0; s < n; ++s) {
       last[s] = ex.add_task(s, StreamKind::Compute, Category::Forward, sum_forward(ctx), ex.name_id("forward"), {last[s]});

@@ -87,13 +87,29 @@ std::vector<TaskId> data_parallel_step(StepContext& ctx, const std::vector<TaskI
 
 // Central parameter server: every rank computes, gradients are reduced to rank 0
 // (each rank sends its full gradient to rank 0), rank 0 steps and sends the
-// parameters back to every rank.
+// parameters back to every rank. Both directions go through flat buffers, as
+// the execution backend does (exec/strategy_ps.cpp): every rank concatenates
+// its gradients before the reduce; the server scales the sum into a mean and
+// copies it back into its gradients; the server concatenates its parameters
+// for the broadcast and every other rank copies them back into its own. Each is
+// one memory pass (read + write) on the critical path, a copy back one kernel
+// per tensor.
 std::vector<TaskId> central_server_step(StepContext& ctx, const std::vector<TaskId>& prev) {
   Executor& ex = *ctx.ex;
   const int n = ctx.slots();
   const OptimizerWork ow = optimizer_work(ctx);
   const double grads = gradient_bytes(ctx, ctx.prec.grad_dtype());
   const double weights = gradient_bytes(ctx, ctx.prec.weight_dtype());
+  const DeviceProfile& prof = *ctx.prof;
+  const int tensors = tensor_count(ctx);
+  const Time flatten_grads = memory_pass_time(2.0 * grads, 1, prof);
+  const Time mean_into_grads = memory_pass_time(2.0 * grads, 1, prof) + memory_pass_time(2.0 * grads, tensors, prof);
+  const Time flatten_params = memory_pass_time(2.0 * weights, 1, prof);
+  const Time unflatten_params = memory_pass_time(2.0 * weights, tensors, prof);
+  auto memcpy_task = [&](int slot, Time d, const char* name, TaskId after) {
+    return ex.add_task(slot, StreamKind::Compute, Category::Memcpy, d, ex.name_id(name), {after});
+  };
+  const bool distributed = ctx.world() > 1;
   std::vector<TaskId> last(n);
   for (int s = 0; s < n; ++s) {
     last[s] = ex.add_task(s, StreamKind::Compute, Category::Overhead, ow.zero_grad + ctx.prof->step_overhead,
@@ -103,15 +119,22 @@ std::vector<TaskId> central_server_step(StepContext& ctx, const std::vector<Task
       last[s] = ex.add_task(s, StreamKind::Compute, Category::Backward, sum_backward(ctx, 0, ctx.backward_times.size()),
                             ex.name_id("backward"), {last[s]});
     }
+    if (distributed) last[s] = memcpy_task(s, flatten_grads, "flatten grads", last[s]);
   }
   std::vector<std::vector<TaskId>> deps(n);
   for (int s = 0; s < n; ++s) deps[s] = {last[s]};
   auto red = add_collective_all(ctx, CollectiveKind::Reduce, Algorithm::ParameterServer, grads,
                                 "reduce grads to server", deps);
-  TaskId t = add_optimizer_tasks(ctx, 0, ow, {red[0]}, true, "AdamW step (server)");
+  TaskId t = red[0];
+  if (distributed) t = memcpy_task(0, mean_into_grads, "mean into grads", t);
+  t = add_optimizer_tasks(ctx, 0, ow, {t}, true, "AdamW step (server)");
+  if (distributed) t = memcpy_task(0, flatten_params, "flatten params", t);
   for (int s = 0; s < n; ++s) deps[s] = {s == 0 ? t : red[s]};
-  return add_collective_all(ctx, CollectiveKind::Broadcast, Algorithm::ParameterServer, weights,
-                            "broadcast params from server", deps);
+  auto bc = add_collective_all(ctx, CollectiveKind::Broadcast, Algorithm::ParameterServer, weights,
+                               "broadcast params from server", deps);
+  if (distributed)
+    for (int s = 1; s < n; ++s) bc[s] = memcpy_task(s, unflatten_params, "unflatten params", bc[s]);
+  return bc;
 }
 
 }  // namespace

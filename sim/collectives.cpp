@@ -628,7 +628,16 @@ const std::vector<double>& NetworkModel::capacities_for(const CollectiveRequest&
   return regime_capacity_.emplace(id, std::move(cap)).first->second;
 }
 
-const CollectiveCost& NetworkModel::cost(const CollectiveRequest& req) {
+const CollectiveCost& NetworkModel::cost(const CollectiveRequest& asked) {
+  int table = -1;
+  const bool retarget = find_comm_regime(opts_.calibration, asked, &table) && opts_.calibration[table].algorithm &&
+                        *opts_.calibration[table].algorithm != asked.algorithm;
+  CollectiveRequest retargeted;
+  if (retarget) {
+    retargeted = asked;
+    retargeted.algorithm = *opts_.calibration[table].algorithm;
+  }
+  const CollectiveRequest& req = retarget ? retargeted : asked;
   // Key: kind, algorithm, root, bytes (exact bits), rank count, first/last rank, rank-list hash.
   std::string key;
   append(key, static_cast<uint64_t>(req.kind) << 32 | static_cast<uint64_t>(req.algorithm));

@@ -26,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -141,6 +142,12 @@ struct CommCalibration {
   std::string collective;        // to_string(CollectiveKind) it applies to; "" = every kind
   int ranks = 0;                 // rank count it was measured at (0 = any); the nearest table wins
   std::vector<CommRegime> regimes;  // ascending up_to; the last one should have up_to = 0
+  // The algorithm whose steps the regimes' alphas were fitted per: the one the
+  // measured library runs (Gloo's broadcast measured as one fan-out step). A
+  // request the table prices runs it, whatever its strategy asked for, so a
+  // table is never priced with another algorithm's step count. Unset: the
+  // request's own.
+  std::optional<Algorithm> algorithm;
 };
 // The table and regime applying to `req` (nullptr when none): among tables of
 // the request's kind (else of every kind), the one whose `ranks` is nearest

@@ -341,7 +341,7 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
   p.network.clear();
   if (auto t = node.find("tables")) {
     for (const auto& e : t->items()) {
-      e.check_keys({"link_kind", "collective", "ranks", "regimes"});
+      e.check_keys({"link_kind", "collective", "ranks", "algorithm", "regimes"});
       CommCalibration c;
       c.link_kind = e.get<std::string>("link_kind", "");
       static const char* kKinds[] = {"nvlink", "pcie", "cpu-interconnect", "infiniband", "ethernet", "shared-memory",
@@ -354,6 +354,12 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
       if (!c.collective.empty() && std::find(std::begin(kColl), std::end(kColl), c.collective) == std::end(kColl))
         e.at("collective").fail(fmt::format("unknown collective '{}'", c.collective));
       if (auto r = e.find("ranks")) c.ranks = r->as_positive_int();
+      if (auto a = e.find("algorithm")) {
+        Algorithm alg;
+        if (!parse_algorithm(a->as<std::string>(), alg) || alg == Algorithm::Auto)
+          a->fail(fmt::format("unknown algorithm '{}' (ring, tree, hd, hierarchical, direct, ps)", a->as<std::string>()));
+        c.algorithm = alg;
+      }
       for (const auto& rg : e.at("regimes").items()) {
         rg.check_keys({"up_to", "alpha", "bandwidth_factor"});
         CommRegime g;

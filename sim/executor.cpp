@@ -183,12 +183,17 @@ void Executor::meet(int32_t cid) {
     // Ranks meet (their training threads wait for each other) when no member
     // is computing; a collective that overlaps compute (a DDP bucket or a
     // Horovod allreduce during backward) realigns nobody.
+    // The ranks drift apart only while two or more of them compute: the walk
+    // runs over the second-longest compute since the last meeting (a parameter
+    // server stepping while its workers wait adds no lag).
     bool meeting = true;
-    Time since_meeting = Time::zero(), since_collective = Time::zero();
+    Time longest = Time::zero(), since_meeting = Time::zero(), since_collective = Time::zero();
     for (TaskId m : c.members) {
       const int d = tasks_[m].device;
       meeting = meeting && !stream_of(d, StreamKind::Compute).busy;
-      since_meeting = std::max(since_meeting, compute_since_meeting_[d]);
+      const Time w = compute_since_meeting_[d];
+      since_meeting = std::max(since_meeting, std::min(w, longest));
+      longest = std::max(longest, w);
       since_collective = std::max(since_collective, compute_since_sync_[d]);
       compute_since_sync_[d] = Time::zero();
     }

@@ -720,6 +720,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     if (n < 2) continue;
     const topology::Topology topo = topo_for(n);
     std::map<std::string, std::vector<CommSample>> by_kind;
+    std::map<std::string, sim::CollectiveKind> kind_of;
     for (const auto& r : doc.at("collectives")) {
       const std::string kind = r.value("kind", "");
       sim::CollectiveKind k;
@@ -735,6 +736,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       // two calibrations both ways: 21.4% -> 15.7% apart at one state.
       const double seconds = num(r, r.contains("mean_s") ? "mean_s" : "seconds");
       by_kind[kind].push_back(nominal_comm(topo, k, algorithm_for(k), n, num(r, "bytes"), seconds));
+      kind_of[kind] = k;
     }
     for (auto& [kind, samples] : by_kind) {
       RegimeFit f = fit_comm_regimes(samples);
@@ -742,6 +744,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       c.collective = kind;
       c.ranks = n;
       c.regimes = f.regimes;
+      c.algorithm = algorithm_for(kind_of.at(kind));
       p.network.push_back(c);
       json regs = json::array();
       for (const auto& g : f.regimes)
@@ -908,6 +911,7 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
       y += fmt::format("    - collective: {}\n", t.collective.empty() ? "\"\"" : t.collective);
       if (!t.link_kind.empty()) y += fmt::format("      link_kind: {}\n", t.link_kind);
       if (t.ranks > 0) y += fmt::format("      ranks: {}\n", t.ranks);
+      if (t.algorithm) y += fmt::format("      algorithm: {}   # the regimes' alphas are per step of it\n", sim::to_string(*t.algorithm));
       y += "      regimes:\n";
       for (const auto& g : t.regimes) {
         y += "        - {";

@@ -1,5 +1,6 @@
 #include <doctest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "sim/engine.hpp"
@@ -173,14 +174,39 @@ TEST_CASE("a data collective entered after compute starts after the slowest rank
   // Straight after the first: no compute in between, so no lag and no latency.
   auto second = ex.add_collective({0, 1}, Category::Communication, n, {{first[0]}, {first[1]}}, 1e6, one_ms);
   sim.run();
-  // The most compute since the last meeting is 400 ms: lag 2 ms x sqrt(4) = 4 ms.
-  CHECK(ex.start_of(first[0]).seconds() == doctest::Approx(0.404));
+  // The ranks computed side by side for 300 ms (the second-longest compute
+  // since the last meeting): lag 2 ms x sqrt(3).
+  const double lag = 0.002 * std::sqrt(3.0);
+  CHECK(ex.start_of(first[0]).seconds() == doctest::Approx(0.4 + lag));
   CHECK((ex.end_of(first[0]) - ex.start_of(first[0])).seconds() == doctest::Approx(0.0013));
   CHECK(ex.start_of(second[0]) == ex.end_of(first[0]));
   CHECK((ex.end_of(second[0]) - ex.start_of(second[0])).seconds() == doctest::Approx(0.001));
   // The lag is waiting time of every member; device 1 also waited for device 0's longer compute.
-  CHECK(ex.collective_wait(0).seconds() == doctest::Approx(0.004));
-  CHECK(ex.collective_wait(1).seconds() == doctest::Approx(0.104));
+  CHECK(ex.collective_wait(0).seconds() == doctest::Approx(lag));
+  CHECK(ex.collective_wait(1).seconds() == doctest::Approx(0.1 + lag));
+}
+
+TEST_CASE("ranks do not drift apart while only one of them computes (a parameter server stepping)") {
+  // Rank 0 computes 100 ms while rank 1 waits in the collective (the server's
+  // optimizer before the parameter broadcast): no lag, the latency still.
+  // Three ranks where two computed 100 ms and 50 ms: the walk runs over 50 ms.
+  Simulation sim;
+  ExecutorOptions o;
+  o.sync_lag = Time::ms(2);
+  o.sync_latency = Time::us(300);
+  Executor ex(sim, 3, o);
+  int32_t n = ex.name_id("x");
+  auto one_ms = [] { return Time::ms(1); };
+  TaskId server = ex.add_task(0, StreamKind::Compute, Category::Optimizer, Time::ms(100), n);
+  auto bcast = ex.add_collective({0, 1}, Category::Communication, n, {{server}, {}}, 1e6, one_ms);
+  TaskId a = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(100), n, {bcast[0]});
+  TaskId b = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(50), n, {bcast[1]});
+  auto three = ex.add_collective({0, 1, 2}, Category::Communication, n, {{a}, {b}, {}}, 1e6, one_ms);
+  sim.run();
+  CHECK(ex.start_of(bcast[0]).seconds() == doctest::Approx(0.1));
+  CHECK(ex.end_of(bcast[0]).seconds() == doctest::Approx(0.1013));
+  const double lag = 0.002 * std::sqrt(0.5);
+  CHECK(ex.start_of(three[0]).seconds() == doctest::Approx(0.2013 + lag));
 }
 
 TEST_CASE("negotiation collectives and executors without synchronisation costs meet without delay") {

@@ -151,6 +151,102 @@ TEST_CASE("sps: DataParallel inside a node, a central server across nodes") {
   CHECK(*across.tokens_per_s < *dps.tokens_per_s);
 }
 
+// The traced events of `device` in its second step (warm), by start: from the
+// second `first` event to the third.
+static std::vector<TimelineEvent> second_step(const PointResult& r, int device, const std::string& first) {
+  std::vector<TimelineEvent> ev;
+  for (const auto& e : r.timeline->events)
+    if (e.device == device) ev.push_back(e);
+  std::sort(ev.begin(), ev.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  std::vector<TimelineEvent> out;
+  int seen = 0;
+  for (const auto& e : ev) {
+    if (e.name == first) ++seen;
+    if (seen == 2) out.push_back(e);
+  }
+  return out;
+}
+
+static std::vector<std::string> names_of(const std::vector<TimelineEvent>& ev) {
+  std::vector<std::string> out;
+  for (const auto& e : ev) out.push_back(e.name);
+  return out;
+}
+
+TEST_CASE("sps central server: gradients and parameters pass through flat buffers on the critical path") {
+  // As dptwin-exec runs it (exec/strategy_ps.cpp): every rank concatenates its
+  // gradients, rank 0 turns the reduced sum into the mean and copies it back,
+  // steps, concatenates its parameters for the broadcast; the other ranks copy
+  // the broadcast back into their parameters.
+  PointSpec p = make_point("tiny", "localhost-cpu", 2, StrategyKind::Sps, 8);
+  p.options.sps_mode = SpsMode::CentralServer;
+  p.sim.trace = true;
+  p.sim.steps = 3;
+  PointResult r = simulate_point(p);
+  REQUIRE(r.status == "ok");
+  REQUIRE(r.timeline);
+  const auto server = second_step(r, 0, "zero_grad + step overhead");
+  const auto worker = second_step(r, 1, "zero_grad + step overhead");
+  using V = std::vector<std::string>;
+  CHECK(names_of(server) == V{"zero_grad + step overhead", "forward", "backward", "flatten grads", "reduce grads to server",
+                              "mean into grads", "clip_grad_norm", "AdamW step (server)", "flatten params",
+                              "broadcast params from server"});
+  REQUIRE(worker.size() == 7);
+  CHECK(names_of(worker) == V{"zero_grad + step overhead", "forward", "backward", "flatten grads", "reduce grads to server",
+                              "broadcast params from server", "unflatten params"});
+  // Each a memory pass over the gradients (fp32: the parameters' size); the
+  // copies back one kernel per tensor, so longer than a flat copy.
+  auto dur = [](const std::vector<TimelineEvent>& ev, const std::string& name) {
+    for (const auto& e : ev)
+      if (e.name == name) return e.end - e.start;
+    return Time::zero();
+  };
+  const Time flat = dur(server, "flatten grads");
+  CHECK(flat > Time::zero());
+  CHECK(dur(server, "flatten params") == flat);
+  CHECK(dur(server, "mean into grads") > flat * 2);
+  CHECK(dur(worker, "unflatten params") > flat);
+  for (const auto& e : server)
+    if (e.name == "flatten grads" || e.name.find("flatten params") != std::string::npos || e.name == "mean into grads")
+      CHECK(e.category == Category::Memcpy);
+  // The worker's step ends with its copy, after the broadcast.
+  const auto& last = worker[6];
+  CHECK(last.start == worker[5].end);
+  // One rank: no server, no copies.
+  PointSpec one = p;
+  one.devices = 1;
+  PointResult solo = simulate_point(one);
+  REQUIRE(solo.timeline);
+  for (const auto& e : solo.timeline->events) CHECK(e.category != Category::Memcpy);
+}
+
+TEST_CASE("dps broadcasts the module buffers as DDP does: one message per dtype") {
+  // HuggingFace GPT-2 registers a uint8 causal mask and an fp32 masked_bias
+  // per block; broadcast_coalesced flattens each dtype apart: two broadcasts
+  // before every forward, n_layer x P^2 bytes and n_layer x 4 bytes.
+  PointSpec p = make_point("tiny", "localhost-cpu", 2, StrategyKind::Dps, 8);
+  p.sim.trace = true;
+  p.sim.steps = 2;
+  PointResult r = simulate_point(p);
+  REQUIRE(r.timeline);
+  std::vector<TimelineEvent> bc;
+  for (const auto& e : r.timeline->events)
+    if (e.device == 0 && e.name.rfind("broadcast buffers", 0) == 0) bc.push_back(e);
+  std::sort(bc.begin(), bc.end(), [](const auto& a, const auto& b) { return a.start < b.start; });
+  REQUIRE(bc.size() == 4);  // two steps
+  const double P = static_cast<double>(p.model.n_positions), L = p.model.n_layer;
+  CHECK(bc[0].name == "broadcast buffers 0");
+  CHECK(bc[0].bytes == doctest::Approx(L * P * P));
+  CHECK(bc[1].name == "broadcast buffers 1");
+  CHECK(bc[1].bytes == doctest::Approx(L * 4.0));
+  CHECK(bc[1].start >= bc[0].end);
+  CHECK(bc[2].bytes == bc[0].bytes);
+  // broadcast_buffers=false: none.
+  p.options.broadcast_buffers = false;
+  PointResult off = simulate_point(p);
+  for (const auto& e : off.timeline->events) CHECK(e.name.rfind("broadcast buffers", 0) != 0);
+}
+
 TEST_CASE("simulation is deterministic and representative devices are exact without jitter") {
   PointSpec p = make_point("gpt2", "dgx-a100", 128, StrategyKind::Dps, 4);
   PointResult a = simulate_point(p), b = simulate_point(p);

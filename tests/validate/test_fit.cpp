@@ -339,6 +339,14 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
                     {{"matmuls", 12}, {"burst_s", 0.1}, {"arrival_skew_s", 0.01}, {"extra_s", 0.012}}}}};
   const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
   const FitReport r = fit_profile(compute, {comm}, "gloo", cluster);
+  // Each table names the algorithm its alphas were fitted per step of: Gloo's
+  // broadcast measured as one fan-out step, the allreduce as a ring.
+  REQUIRE(r.profile.network.size() == 2);
+  for (const auto& t : r.profile.network) {
+    CAPTURE(t.collective);
+    REQUIRE(t.algorithm);
+    CHECK(*t.algorithm == (t.collective == "broadcast" ? sim::Algorithm::ParameterServer : sim::Algorithm::Ring));
+  }
   REQUIRE(r.profile.sync_by_ranks.size() == 1);
   const auto& c = r.profile.sync_by_ranks[0];
   CHECK(c.ranks == 4);

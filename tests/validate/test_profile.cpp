@@ -36,6 +36,7 @@ sim::DeviceProfile sample_profile() {
   t.collective = "allreduce";
   t.ranks = 2;
   t.regimes = {{1048576 * 2, Time::from_seconds(20e-6), 0.5}, {0, Time::from_seconds(150e-6), 0.12}};
+  t.algorithm = sim::Algorithm::Ring;
   p.network.push_back(t);
   return p;
 }
@@ -68,6 +69,8 @@ TEST_CASE("profile YAML round trip") {
   REQUIRE(q.network.size() == 1);
   CHECK(q.network[0].collective == "allreduce");
   CHECK(q.network[0].ranks == 2);
+  REQUIRE(q.network[0].algorithm);
+  CHECK(*q.network[0].algorithm == sim::Algorithm::Ring);
   REQUIRE(q.network[0].regimes.size() == 2);
   CHECK(q.network[0].regimes[0].up_to == doctest::Approx(2097152));
   CHECK(q.network[0].regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3).scale(0));
@@ -91,6 +94,11 @@ TEST_CASE("profile errors are located") {
   CHECK(err("device:\n  host_sharing: [{ranks: 4, factor: 2}, {ranks: 2, factor: 1}]\n").find("ascending") !=
         std::string::npos);
   CHECK(err("devize: {}\n").find("devize") != std::string::npos);
+  const std::string alg =
+      err("network:\n  tables:\n    - {collective: broadcast, algorithm: star, regimes: [{alpha: 1 us, bandwidth_factor: 1}]}\n");
+  CHECK(alg.find("p.yaml:3") != std::string::npos);
+  CHECK(alg.find("algorithm") != std::string::npos);
+  CHECK(alg.find("star") != std::string::npos);
 }
 
 TEST_CASE("the network model applies the regime of the message size") {
@@ -118,6 +126,39 @@ TEST_CASE("the network model applies the regime of the message size") {
   r.bytes = Bytes(1e6);
   const double plain = sim::NetworkModel(topo, sim::NetworkOptions{}).cost(r).duration.seconds();
   CHECK(net.cost(r).duration.seconds() == doctest::Approx(plain));
+}
+
+TEST_CASE("a table prices a request with the algorithm its alphas were fitted for") {
+  // A 4-rank broadcast table fitted as one fan-out step (alpha 400 us). A DDP
+  // buffer broadcast asks for a ring (a chain of 3 steps): priced as the table's
+  // fan-out it costs one alpha, as the chain it would cost three.
+  auto topo = topology::build_topology(topology::load_cluster_preset("localhost-cpu"), 4);
+  sim::CommCalibration t;
+  t.collective = "broadcast";
+  t.ranks = 4;
+  t.regimes = {{0, Time::us(400), 1.0}};
+  sim::CollectiveRequest ring;
+  ring.kind = sim::CollectiveKind::Broadcast;
+  ring.algorithm = sim::Algorithm::Ring;
+  ring.ranks = {0, 1, 2, 3};
+  ring.bytes = Bytes(8);
+  sim::CollectiveRequest fan_out = ring;
+  fan_out.algorithm = sim::Algorithm::ParameterServer;
+  for (auto mode : {sim::NetworkMode::Flow, sim::NetworkMode::Analytic}) {
+    sim::NetworkOptions as_asked;
+    as_asked.mode = mode;
+    as_asked.calibration = {t};
+    sim::NetworkOptions as_fitted = as_asked;
+    as_fitted.calibration[0].algorithm = sim::Algorithm::ParameterServer;
+    sim::NetworkModel asked(topo, as_asked), fitted(topo, as_fitted);
+    CHECK(fitted.cost(ring).duration == asked.cost(fan_out).duration);
+    CHECK(fitted.cost(ring).duration.seconds() == doctest::Approx(400e-6).epsilon(0.01));
+    CHECK(asked.cost(ring).duration.seconds() == doctest::Approx(1200e-6).epsilon(0.01));
+    // Another kind, or no table of its kind, keeps its own algorithm.
+    sim::CollectiveRequest allreduce = ring;
+    allreduce.kind = sim::CollectiveKind::AllReduce;
+    CHECK(fitted.cost(allreduce).duration == sim::NetworkModel(topo, as_asked).cost(allreduce).duration);
+  }
 }
 
 TEST_CASE("find_comm_regime picks the nearest rank count of the request's kind") {
