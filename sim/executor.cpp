@@ -182,10 +182,10 @@ void Executor::meet(int32_t cid) {
   if (tasks_[c.members.front()].category == Category::Communication) {
     // Ranks meet (their training threads wait for each other) when no member
     // is computing; a collective that overlaps compute (a DDP bucket or a
-    // Horovod allreduce during backward) realigns nobody.
-    // The ranks drift apart only while two or more of them compute: the walk
-    // runs over the second-longest compute since the last meeting (a parameter
-    // server stepping while its workers wait adds no lag).
+    // Horovod allreduce during backward) realigns nobody. They drift apart
+    // only while two or more of them compute: the walk runs over the
+    // second-longest compute since the last meeting (a parameter server
+    // stepping while its workers wait adds no lag).
     bool meeting = true;
     Time longest = Time::zero(), since_meeting = Time::zero(), since_collective = Time::zero();
     for (TaskId m : c.members) {
