@@ -163,9 +163,9 @@ TEST_CASE("a table prices a request with the algorithm its alphas were fitted fo
 
 TEST_CASE("find_comm_regime picks the nearest rank count of the request's kind") {
   std::vector<sim::CommCalibration> t(3);
-  t[0] = {"", "allreduce", 2, {{0, Time::us(1), 1}}};
-  t[1] = {"", "allreduce", 4, {{0, Time::us(2), 1}}};
-  t[2] = {"", "", 0, {{0, Time::us(3), 1}}};
+  t[0] = {"", "allreduce", 2, {{0, Time::us(1), 1}}, {}};
+  t[1] = {"", "allreduce", 4, {{0, Time::us(2), 1}}, {}};
+  t[2] = {"", "", 0, {{0, Time::us(3), 1}}, {}};
   sim::CollectiveRequest r;
   r.ranks = {0, 1, 2};  // 3: equally near 2 and 4 -> the smaller
   int ti = -1;
