@@ -628,16 +628,7 @@ const std::vector<double>& NetworkModel::capacities_for(const CollectiveRequest&
   return regime_capacity_.emplace(id, std::move(cap)).first->second;
 }
 
-const CollectiveCost& NetworkModel::cost(const CollectiveRequest& asked) {
-  int table = -1;
-  const bool retarget = find_comm_regime(opts_.calibration, asked, &table) && opts_.calibration[table].algorithm &&
-                        *opts_.calibration[table].algorithm != asked.algorithm;
-  CollectiveRequest retargeted;
-  if (retarget) {
-    retargeted = asked;
-    retargeted.algorithm = *opts_.calibration[table].algorithm;
-  }
-  const CollectiveRequest& req = retarget ? retargeted : asked;
+const CollectiveCost& NetworkModel::cost(const CollectiveRequest& req) {
   // Key: kind, algorithm, root, bytes (exact bits), rank count, first/last rank, rank-list hash.
   std::string key;
   append(key, static_cast<uint64_t>(req.kind) << 32 | static_cast<uint64_t>(req.algorithm));
@@ -653,7 +644,12 @@ const CollectiveCost& NetworkModel::cost(const CollectiveRequest& asked) {
     return it->second;
   }
   ++misses_;
-  CollectiveCost c = opts_.mode == NetworkMode::Flow ? solve_flow(req) : solve_analytic(req);
+  // A calibrated table prices the request with the algorithm it was fitted for.
+  CollectiveRequest priced = req;
+  int table = -1;
+  if (find_comm_regime(opts_.calibration, req, &table) && opts_.calibration[table].algorithm)
+    priced.algorithm = *opts_.calibration[table].algorithm;
+  CollectiveCost c = opts_.mode == NetworkMode::Flow ? solve_flow(priced) : solve_analytic(priced);
   return cache_.emplace(std::move(key), std::move(c)).first->second;
 }
 

@@ -719,8 +719,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     }
     if (n < 2) continue;
     const topology::Topology topo = topo_for(n);
-    std::map<std::string, std::vector<CommSample>> by_kind;
-    std::map<std::string, sim::CollectiveKind> kind_of;
+    std::map<sim::CollectiveKind, std::vector<CommSample>> by_kind;
     for (const auto& r : doc.at("collectives")) {
       const std::string kind = r.value("kind", "");
       sim::CollectiveKind k;
@@ -735,16 +734,16 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       // next's), and the median of three rounds picks a mode. Refitting rb15's
       // two calibrations both ways: 21.4% -> 15.7% apart at one state.
       const double seconds = num(r, r.contains("mean_s") ? "mean_s" : "seconds");
-      by_kind[kind].push_back(nominal_comm(topo, k, algorithm_for(k), n, num(r, "bytes"), seconds));
-      kind_of[kind] = k;
+      by_kind[k].push_back(nominal_comm(topo, k, algorithm_for(k), n, num(r, "bytes"), seconds));
     }
-    for (auto& [kind, samples] : by_kind) {
+    for (auto& [k, samples] : by_kind) {
+      const std::string kind = sim::to_string(k);
       RegimeFit f = fit_comm_regimes(samples);
       sim::CommCalibration c;
       c.collective = kind;
       c.ranks = n;
       c.regimes = f.regimes;
-      c.algorithm = algorithm_for(kind_of.at(kind));
+      c.algorithm = algorithm_for(k);
       p.network.push_back(c);
       json regs = json::array();
       for (const auto& g : f.regimes)
