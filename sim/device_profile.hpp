@@ -191,16 +191,17 @@ struct DeviceProfile {
   // The speed probe while this profile was measured (empty = not recorded).
   SpeedProbe speed_reference;
   // This profile on the machine as the probe `now` finds it (drift
-  // compensation on shared hosts): fp32 GEMM tables scaled by the matmul ratio
-  // now/reference, bf16 ones (half and O1) by the matmul_bf16 ratio where both
-  // probes read it (else the matmul ratio), memory-class and activation tables and host copies by the
+  // compensation on shared hosts): fp32 GEMM and activation tables scaled by the matmul ratio
+  // now/reference, bf16 ones (half and O1 GEMMs, half activations) by the matmul_bf16 ratio where both
+  // probes read it (else the matmul ratio), memory-class tables and host copies by the
   // add ratio, launch and step overheads by the dispatch ratio (ratios clamped
   // to [0.2, 5]). Collective tables are kept. Unchanged without a reference.
   DeviceProfile at_speed(const SpeedProbe& now) const;
   // The spread of the speed around speed_reference (empty = not recorded).
   SpeedStates speed_states;
-  // Slows fp32 GEMM tables by fm, bf16 ones (half, O1) by fh, memory-class and
-  // activation tables and host copies by fe, launch and step overheads by fd.
+  // Slows fp32 GEMM and activation tables by fm, bf16 ones (half and O1 GEMMs,
+  // half activations) by fh, memory-class tables and host copies by fe,
+  // launch and step overheads by fd.
   void slow_down_by_class(double fm, double fh, double fe, double fd);
 };
 

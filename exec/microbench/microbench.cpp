@@ -336,13 +336,16 @@ void bench_compute(const Args& a, json& doc) {
           pooled_out("elementwise", np, [&](int i) { at::add_out(Out[i], X[i], Y[i]); }));
       add({{"op", "elementwise"}, {"form", "mul_scalar"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
           pooled_out("elementwise", np, [&](int i) { at::mul_out(Out[i], X[i], 0.5); }));
-      // The fused tanh-GELU forward and backward (compute bound: priced by FLOPs, not bytes).
+      // The fused tanh-GELU forward and backward (compute bound: priced by FLOPs,
+      // not bytes, and read next to the matmul probe of its dtype: over seven
+      // pairs of calibrations its times moved with the cores' speed, not with
+      // the add probe's (see sim::DeviceProfile::slow_down_by_class)).
       add({{"op", "activation"}, {"form", "gelu_tanh"}, {"pass", "forward"}, {"dtype", dt}, {"elements", n},
            {"flops", dptwin::models::kGeluFlopsPerElementForward * n}},
-          pooled_out("elementwise", np, [&](int i) { at::gelu_out(Out[i], X[i], "tanh"); }));
+          pooled_out(mm_class, np, [&](int i) { at::gelu_out(Out[i], X[i], "tanh"); }));
       add({{"op", "activation"}, {"form", "gelu_tanh"}, {"pass", "backward"}, {"dtype", dt}, {"elements", n},
            {"flops", dptwin::models::kGeluFlopsPerElementBackward * n}},
-          pooled_out("elementwise", np, [&](int i) { at::gelu_backward_out(Out[i], Y[i], X[i], "tanh"); }));
+          pooled_out(mm_class, np, [&](int i) { at::gelu_backward_out(Out[i], Y[i], X[i], "tanh"); }));
       add({{"op", "layernorm"}, {"dtype", dt}, {"elements", n}, {"bytes", 2.0 * n * e}},
           pooled_out("elementwise", np, [&](int i) {
             at::native_layer_norm_out(Out[i], Mean[i], Rstd[i], X[i], {c}, {}, {}, 1e-5);
@@ -797,7 +800,11 @@ class HorovodLoopProbe {
                                 a.budget_s / a.rounds, r > 0)["seconds"]
                     .get<double>());
     mix_();
-    for (int rep = 0; rep < share(15, a.rounds); ++rep) {
+    // 45 pairs a run: the median of 15 read 0.05-0.19 at 4 ranks from one
+    // pass to the next within a calibration (a pair's ratio spreads widely
+    // with four ranks time-sliced on two cores), and two calibrations in a
+    // row fitted 0.159 and 0.086 (rb33: small horovod x4 4.7% apart).
+    for (int rep = 0; rep < share(45, a.rounds); ++rep) {
       c.comm->barrier()->wait(kTimeout);
       auto t = Clock::now();
       for (int i = 0; i < 8; ++i) mix_();
@@ -894,8 +901,18 @@ class HorovodLoopProbe {
 // (`core_sharing` in the document).
 class SyncProbe {
  public:
-  explicit SyncProbe(int per_core)
-      : per_core_(std::max(1, per_core)), A_(torch::randn({256, 768})), B_(torch::randn({768, 768})),
+  // Iterations a round: 80 and 48 with a core per rank (short cycles), 40 and
+  // 48 beyond (a 4-rank long cycle takes 85 ms here). The skew is
+  // heavy-tailed (a burst now and then held for a scheduler slice); with 20
+  // and 24 the fitted 2-rank lag read 1.0 vs 1.8 ms in two calibrations
+  // minutes apart (rb32: tiny dps x2 5.6% apart), with 80 and 48 1.7 vs 1.4
+  // (rb33: 1.5%). The short burst's mean still moves from pass to pass
+  // (0.33-0.75 ms over 240 iterations each): the host's state, not sampling.
+  SyncProbe(int per_core, int ranks)
+      : per_core_(std::max(1, per_core)),
+        skeletons_(ranks <= per_core_ ? std::vector<Skeleton>{Skeleton(3, 80), Skeleton(12, 48)}
+                                      : std::vector<Skeleton>{Skeleton(3, 40), Skeleton(12, 48)}),
+        A_(torch::randn({256, 768})), B_(torch::randn({768, 768})),
         x_(torch::randn({1 << 19})), y_(torch::randn({1 << 19})), t1_(torch::zeros({1})),
         mask_(torch::ones({2048})), scalar_(torch::ones({2})), grad_(torch::ones({1 << 17})) {}
 
@@ -1085,9 +1102,9 @@ class SyncProbe {
         start_spread, extra_net, cycle;
   };
   int per_core_;
+  std::vector<Skeleton> skeletons_;  // by burst length, shortest first
   torch::Tensor A_, B_, x_, y_, t1_, mask_, scalar_, grad_;
   static constexpr double kTrim = 0.1;  // share left out at each end of a trimmed mean
-  std::vector<Skeleton> skeletons_{Skeleton(3, 20), Skeleton(12, 24)};
   RoundSamples sharing_every_, sharing_first_, sharing_ratio_;
 };
 
@@ -1095,7 +1112,7 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
   doc["collectives"] = json::array();
   doc["rounds"] = a.rounds;
   const bool sync_only = a.mode == "sync", multi = c.size > 1;
-  SyncProbe sync(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, a.threads));
+  SyncProbe sync(static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)) / std::max(1, a.threads), c.size);
   CollectiveSweep sweep;
   SharingProbe sharing;
   OverlapProbe overlap;

@@ -339,17 +339,19 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   p.matmul_o1.table = {{1e6, 0.4}, {1e9, 0.4}};
   p.matmul_linear.table = {{1e6, 0.6}, {1e9, 0.6}};
   p.activation.table = {{1e4, 0.02}, {1e8, 0.02}};
+  p.activation_half.table = {{1e4, 0.03}, {1e8, 0.03}};
   // Without a reference the profile is unchanged.
   const sim::SpeedProbe now{2e-3, 3e-4, 6e-6};
   CHECK(p.at_speed(now).matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9)));
   p.speed_reference = {1e-3, 2e-4, 3e-6};
   const sim::DeviceProfile s = p.at_speed(now);
-  // GEMMs 2x slower, memory-class and activations 1.5x, dispatch 2x; collectives untouched.
+  // GEMMs and activations 2x slower (the matmul probe), memory-class 1.5x, dispatch 2x; collectives untouched.
   CHECK(s.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
   CHECK(s.matmul_half.at(1e9) == doctest::Approx(0.8 / 2));
   CHECK(s.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2));
   CHECK(s.memory.at(1e6) == doctest::Approx(p.memory.at(1e6) / 1.5));
-  CHECK(s.activation.at(1e6) == doctest::Approx(0.02 / 1.5));
+  CHECK(s.activation.at(1e6) == doctest::Approx(0.02 / 2));
+  CHECK(s.activation_half.at(1e6) == doctest::Approx(0.03 / 2));  // no bf16 reading: the fp32 one
   CHECK(s.host_memcpy.value() == doctest::Approx(9e9 / 1.5));
   CHECK(s.launch_overhead.seconds() == doctest::Approx(2 * 6.25e-6).scale(0));
   CHECK(s.step_overhead.seconds() == doctest::Approx(2 * 40e-6).scale(0));
@@ -371,6 +373,9 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   CHECK(h.matmul_linear.at(1e9) == doctest::Approx(0.6 / 2));  // an fp32 GEMM table
   CHECK(h.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.5));
   CHECK(h.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.5));
+  CHECK(h.activation.at(1e6) == doctest::Approx(0.02 / 2));         // fp32 GELU: the fp32 matmul
+  CHECK(h.activation_half.at(1e6) == doctest::Approx(0.03 / 2.5));  // bf16 GELU: the bf16 matmul
+  CHECK(h.memory.at(1e6) == doctest::Approx(p.memory.at(1e6)));  // the add probe did not move
   sim::DeviceProfile q2 = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q2);
   CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3).scale(0));
