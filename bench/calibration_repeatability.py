@@ -2,7 +2,7 @@
 """Calibration repeatability (issue 4): two calibrations in a row should give
 predictions within 5% of each other on the default matrix.
 
-Not part of `meson test` (about 9 minutes on 2 cores; about 24 with --passes 3, 40 with --passes 5):
+Not part of `meson test` (about 9 minutes on 2 cores; about 22 with --passes 3 (rb34), 38 with --passes 5 (rb35)):
   bench/calibration_repeatability.py DPTWIN OUT_DIR [calibrate options...]
 (DPTWIN: a binary with the calibrate/validate subcommands, e.g. build/apps/dptwin;
 calibrate options such as --passes 3 are passed through; `--reuse` as the

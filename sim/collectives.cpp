@@ -42,6 +42,17 @@ std::string to_string(Algorithm a) {
   return "?";
 }
 
+bool parse_collective_kind(const std::string& s, CollectiveKind& out) {
+  for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                           CollectiveKind::Broadcast, CollectiveKind::Reduce, CollectiveKind::Gather,
+                           CollectiveKind::Scatter, CollectiveKind::SendRecv})
+    if (s == to_string(k)) {
+      out = k;
+      return true;
+    }
+  return false;
+}
+
 bool parse_algorithm(const std::string& s, Algorithm& out) {
   static const std::pair<const char*, Algorithm> table[] = {
       {"auto", Algorithm::Auto},

@@ -42,6 +42,7 @@ enum class NetworkMode { Flow, Analytic };
 
 std::string to_string(CollectiveKind k);
 std::string to_string(Algorithm a);
+bool parse_collective_kind(const std::string& s, CollectiveKind& out);  // the names to_string gives
 bool parse_algorithm(const std::string& s, Algorithm& out);  // "ring", "tree", "hd", "hierarchical", "direct", "ps", "auto"
 
 struct CollectiveRequest {

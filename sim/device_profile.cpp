@@ -354,9 +354,8 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
       if (!c.link_kind.empty() && std::find(std::begin(kKinds), std::end(kKinds), c.link_kind) == std::end(kKinds))
         e.at("link_kind").fail(fmt::format("unknown link kind '{}'", c.link_kind));
       c.collective = e.get<std::string>("collective", "");
-      static const char* kColl[] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "gather",
-                                    "scatter", "sendrecv"};
-      if (!c.collective.empty() && std::find(std::begin(kColl), std::end(kColl), c.collective) == std::end(kColl))
+      CollectiveKind named;
+      if (!c.collective.empty() && !parse_collective_kind(c.collective, named))
         e.at("collective").fail(fmt::format("unknown collective '{}'", c.collective));
       if (auto r = e.find("ranks")) c.ranks = r->as_positive_int();
       if (auto a = e.find("algorithm")) {

@@ -721,13 +721,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     const topology::Topology topo = topo_for(n);
     std::map<sim::CollectiveKind, std::vector<CommSample>> by_kind;
     for (const auto& r : doc.at("collectives")) {
-      const std::string kind = r.value("kind", "");
       sim::CollectiveKind k;
-      if (kind == "allreduce") k = sim::CollectiveKind::AllReduce;
-      else if (kind == "broadcast") k = sim::CollectiveKind::Broadcast;
-      else if (kind == "reduce") k = sim::CollectiveKind::Reduce;
-      else if (kind == "allgather") k = sim::CollectiveKind::AllGather;
-      else continue;  // ps_round etc.: diagnostics only
+      if (!sim::parse_collective_kind(r.value("kind", ""), k)) continue;  // ps_round etc.: diagnostics only
       // The mean of the rounds' medians where the document has it: with ranks
       // time-sliced on shared cores a round lands in one of two modes (4-rank
       // reduce of 256 KiB: 2.0 ms in one calibration's rounds, 5.3 ms in the

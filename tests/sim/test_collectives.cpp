@@ -431,6 +431,19 @@ TEST_CASE("algorithm names round-trip") {
   CHECK(to_string(CollectiveKind::ReduceScatter) == "reduce_scatter");
 }
 
+TEST_CASE("collective kind names round-trip") {
+  for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter, CollectiveKind::AllGather,
+                           CollectiveKind::Broadcast, CollectiveKind::Reduce, CollectiveKind::Gather,
+                           CollectiveKind::Scatter, CollectiveKind::SendRecv}) {
+    CollectiveKind back = k == CollectiveKind::AllReduce ? CollectiveKind::SendRecv : CollectiveKind::AllReduce;
+    CHECK(parse_collective_kind(to_string(k), back));
+    CHECK(back == k);
+  }
+  CollectiveKind x;
+  CHECK_FALSE(parse_collective_kind("ps_round", x));
+  CHECK_FALSE(parse_collective_kind("", x));
+}
+
 TEST_CASE("8-GPU ring allreduce bus bandwidth on presets matches nccl-tests") {
   // nccl-tests references (DESIGN.md §6): 8xA100 SXM ~230 GB/s, 8xH100 ~370 GB/s (ring).
   for (const auto& [preset, reference] : {std::pair<const char*, double>{"dgx-a100", 230e9}, {"dgx-h100", 370e9}}) {
