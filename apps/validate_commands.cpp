@@ -57,10 +57,12 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"--drift-compensation", "run a speed probe before each run and predict it at the speed measured then",
        &ValidateArgs::drift_compensation},
       {"--run-states", "probe the machine's speed before runs spread over the validation (at most 40 probes) and "
-                       "predict every case at the spread of speeds read then (instead of during the calibration)", &ValidateArgs::run_states},
+                       "predict every case at the spread of speeds read then (instead of during the calibration), "
+                       "its collectives at the communication state its runs read", &ValidateArgs::run_states},
       {"--microbench", "path of dptwin-microbench for the speed probe (default: next to dptwin)", &ValidateArgs::microbench},
-      {"--at-speed-of", "with --predict-only: predict at the machine speed another profile was measured at "
-                        "and spread of speeds (compares two calibrations at one state of the machine)", &ValidateArgs::at_speed_of},
+      {"--at-speed-of", "with --predict-only: predict at the machine speed, spread of speeds and communication "
+                        "state another profile was measured at (compares two calibrations at one state of the machine)",
+       &ValidateArgs::at_speed_of},
       {"--case-timeout-s", "kill a case after this many seconds", &ValidateArgs::case_timeout_s},
       {"--nice", "scheduling priority of the measured processes (-20: highest; needs root, else kept)", &ValidateArgs::nice},
       {"--trace", "write the measured and predicted timelines of one case side by side (Chrome trace JSON)",
@@ -205,6 +207,7 @@ int run_validate(const ValidateArgs& a) {
                        fmt::format("profile '{}' records no speed_reference", a.at_speed_of));
     o.fixed_speed = other.speed_reference;
     o.fixed_states = other.speed_states;
+    o.fixed_comm_state = other.comm_reference;
   }
   o.case_timeout_s = a.case_timeout_s;
   if (!a.trace.empty()) {

@@ -2,6 +2,10 @@
 #include "exec/comm.hpp"
 
 #include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
 #include <fmt/format.h>
 
 namespace dptwin::exec {
@@ -169,6 +173,25 @@ void ring_allreduce(Communicator& comm, at::Tensor t, int tag_base) {
     comm.recv(chunk(r - s), left, tag_base + n + s)->wait(timeout);
     sw->wait(timeout);
   }
+}
+
+double probe_comm_state(Communicator& comm, int reps) {
+  const auto timeout = comm.timeout();
+  auto buf = at::ones({kCommStateBytes / 4}, at::kFloat);
+  comm.barrier()->wait(timeout);
+  comm.allreduce(buf)->wait(timeout);  // warm-up
+  auto xs = at::zeros({reps}, at::kDouble);
+  auto acc = xs.accessor<double, 1>();
+  for (int i = 0; i < reps; ++i) {
+    comm.barrier()->wait(timeout);
+    const auto t = std::chrono::steady_clock::now();
+    comm.allreduce(buf)->wait(timeout);
+    acc[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  }
+  comm.allreduce(xs, ReduceOp::Max)->wait(timeout);
+  std::vector<double> v(xs.data_ptr<double>(), xs.data_ptr<double>() + reps);
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
 }
 
 const char* to_string(ReduceOp op) {

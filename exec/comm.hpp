@@ -173,6 +173,16 @@ void wait_all(const std::vector<WorkPtr>& works, std::chrono::duration<double> t
 
 const char* to_string(ReduceOp op);
 
+// The host's communication state (calibration's comm-state probe, read by
+// `dptwin-microbench --mode comm` and by every multi-rank `dptwin-exec` run):
+// the median seconds of `reps` allreduces of kCommStateBytes (fp32, on the
+// CPU), each after a barrier and timed by the slowest rank, after one
+// warm-up. Collective call; the same value on every rank. Not for NCCL
+// (its tensors live on a GPU).
+inline constexpr int64_t kCommStateBytes = 4096;
+inline constexpr int kCommStateReps = 40;
+double probe_comm_state(Communicator& comm, int reps = kCommStateReps);
+
 // --- factories (each backend in its own translation unit) -------------------
 
 // In-process fake: `size` communicators whose ranks are threads of this process.

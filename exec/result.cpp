@@ -184,18 +184,24 @@ json make_result(const RunInfo& info, const std::vector<RankReport>& reports) {
     ranks.push_back({{"rank", r.rank}, {"host", r.host}, {"pid", r.pid}, {"peak_rss_bytes", r.peak_rss_bytes},
                      {"device_peak_bytes", r.device_peak_bytes}, {"param_checksum", r.param_checksum}});
 
-  return {{"schema", "dptwin.exec.result/1"},
-          {"versions", info.versions},
-          {"config", info.config},
-          {"world", info.world},
-          {"clock", info.clock},
-          {"parameters", info.parameters},
-          {"corpus", info.corpus},
-          {"warmup_steps", info.warmup_steps},
-          {"summary", summary},
-          {"steps", steps},
-          {"ranks", ranks},
-          {"comm_ops", comm_ops}};
+  json result = {{"schema", "dptwin.exec.result/1"},
+                 {"versions", info.versions},
+                 {"config", info.config},
+                 {"world", info.world},
+                 {"clock", info.clock},
+                 {"parameters", info.parameters},
+                 {"corpus", info.corpus},
+                 {"warmup_steps", info.warmup_steps},
+                 {"summary", summary},
+                 {"steps", steps},
+                 {"ranks", ranks},
+                 {"comm_ops", comm_ops}};
+  if (!info.comm_state_s.empty())
+    result["comm_state"] = {{"kind", "allreduce"},
+                            {"bytes", info.comm_state_bytes},
+                            {"readings_s", info.comm_state_s},
+                            {"seconds", compute_stats(info.comm_state_s).median}};
+  return result;
 }
 
 json make_chrome_trace(const std::vector<RankReport>& reports) {

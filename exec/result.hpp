@@ -55,6 +55,10 @@ struct RunInfo {
   // The ranks' common time origin: "shared" (one kernel: rank 0's steady-clock
   // reading, cross-rank times exact) or "barrier" (each rank's barrier exit).
   std::string clock = "shared";
+  // The host's communication state around the run (probe_comm_state, exec/comm.hpp):
+  // seconds of a 4 KiB allreduce before and after training; empty on one rank and NCCL.
+  std::vector<double> comm_state_s;
+  int64_t comm_state_bytes = 0;
 };
 
 // Statistics of a sample (empty sample: all zero).

@@ -67,10 +67,21 @@ void write_outputs(const ExecOptions& o, const TrainOutput& mine, const std::vec
 
 // One rank: train, gather, write (rank 0). `rec` outlives `comm` (late
 // completions of failed operations still record into it).
+// A multi-rank CPU run reads the host's communication state before and after
+// training (unrecorded), so that a validation can price its collectives at
+// the state it ran in (validate/README "The comm state").
 void run_rank(const ExecOptions& o, Communicator* comm, Recorder& rec) {
+  const bool probe = comm && comm->size() > 1 && comm->backend() != "nccl";
+  std::vector<double> state;
+  if (probe) state.push_back(probe_comm_state(*comm));
   if (comm) comm->set_recorder(&rec);
   auto out = train_rank(o, comm, rec);
   if (comm) comm->set_recorder(nullptr);
+  if (probe) {
+    state.push_back(probe_comm_state(*comm));
+    out.info.comm_state_s = state;
+    out.info.comm_state_bytes = kCommStateBytes;
+  }
   const auto all = gather_reports(comm, out.report);
   if (!comm || comm->rank() == 0) write_outputs(o, out, all);
   if (comm) comm->barrier()->wait(comm->timeout());

@@ -42,6 +42,26 @@ void EfficiencyCurve::slow_down(double f) {
   for (auto& [w, e] : table) e /= f;
 }
 
+double dispatch_share(double seconds) {
+  constexpr double kAllDispatch = 30e-6, kNoDispatch = 1e-3;
+  if (!(seconds > kAllDispatch)) return 1.0;
+  if (seconds >= kNoDispatch) return 0.0;
+  return std::log(kNoDispatch / seconds) / std::log(kNoDispatch / kAllDispatch);
+}
+
+void EfficiencyCurve::slow_down_blended(double f, double fd, double peak, Time launch) {
+  if (table.empty() || !(peak > 0)) {
+    slow_down(f);
+    return;
+  }
+  max = 0;
+  for (auto& [w, e] : table) {
+    const double s = e > 0 ? dispatch_share(launch.seconds() + w / (e * peak)) : 0.0;
+    e /= std::pow(f, 1.0 - s) * std::pow(fd, s);
+    max = std::max(max, e);
+  }
+}
+
 static void apply_curve(const YamlNode& n, EfficiencyCurve& c) {
   n.check_keys({"max", "half_work", "table"});
   if (auto t = n.find("table")) {
@@ -336,14 +356,59 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   const double fh = now.matmul_bf16_s > 0 && speed_reference.matmul_bf16_s > 0
                         ? ratio(now.matmul_bf16_s, speed_reference.matmul_bf16_s)
                         : fm;
-  p.slow_down_by_class(fm, fh, fe, fd);
+  // As slow_down_by_class, each table point blended with the dispatch ratio by
+  // its call's time. Only here: the speed states' slowest-of-N draws keep the
+  // class alone (blending those too put every short GEMM of a 2-rank step at
+  // the slowest of two bimodal dispatch draws; validate/README gap 8).
+  const double fp32 = spec.fp32_peak.value(), mem = spec.memory_bandwidth.value();
+  const double half = spec.bf16_peak.value() > 0 ? spec.bf16_peak.value() : spec.fp16_peak.value();
+  const Time launch = launch_overhead;
+  for (EfficiencyCurve* c : {&p.matmul, &p.batched_matmul, &p.matmul_linear, &p.activation, &p.activation_backward})
+    c->slow_down_blended(fm, fd, fp32, launch);
+  for (EfficiencyCurve* c : {&p.matmul_half, &p.batched_matmul_half, &p.matmul_o1, &p.activation_half,
+                             &p.activation_half_backward})
+    c->slow_down_blended(fh, fd, half, launch);
+  for (EfficiencyCurve* c : {&p.memory, &p.memory_half}) c->slow_down_blended(fe, fd, mem, launch);
+  p.host_memcpy = Bandwidth(p.host_memcpy.value() / fe);
+  p.launch_overhead = p.launch_overhead.scaled(fd);
+  p.step_overhead = p.step_overhead.scaled(fd);
   p.speed_reference = now;
   return p;
 }
 
+DeviceProfile DeviceProfile::at_comm_state(const std::vector<std::pair<int, double>>& now) const {
+  DeviceProfile p = *this;
+  for (auto [n, s] : now) {
+    auto ref = std::find_if(p.comm_reference.begin(), p.comm_reference.end(), [n = n](const auto& r) { return r.first == n; });
+    if (ref == p.comm_reference.end() || ref->second <= 0 || s <= 0) continue;
+    const double f = std::clamp(s / ref->second, 0.2, 5.0);
+    for (CommCalibration& t : p.network) {
+      if (t.ranks != n) continue;
+      for (CommRegime& g : t.regimes) {
+        g.alpha = g.alpha.scaled(f);
+        g.bandwidth_factor /= f;
+      }
+    }
+    ref->second = s;
+  }
+  return p;
+}
+
 void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
-  node.check_keys({"backend", "source", "tables"});
+  node.check_keys({"backend", "source", "tables", "state_reference"});
   p.network.clear();
+  p.comm_reference.clear();
+  if (auto sr = node.find("state_reference")) {
+    for (const auto& e : sr->items()) {
+      e.check_keys({"ranks", "allreduce_4k"});
+      const int n = e.at("ranks").as_positive_int();
+      const double s = e.at("allreduce_4k").as_time().seconds();
+      if (s <= 0) e.at("allreduce_4k").fail("must be positive");
+      if (!p.comm_reference.empty() && n <= p.comm_reference.back().first)
+        e.at("ranks").fail("state_reference entries need ascending ranks");
+      p.comm_reference.emplace_back(n, s);
+    }
+  }
   if (auto t = node.find("tables")) {
     for (const auto& e : t->items()) {
       e.check_keys({"link_kind", "collective", "ranks", "algorithm", "regimes"});

@@ -30,6 +30,15 @@ namespace dptwin::sim {
 // linearly in log(work) and held constant beyond the ends. CPUs need it: a GEMM
 // or a copy runs fastest while its operands fit in cache and slows down beyond
 // (the saturating form can only rise). `max` is then the table's largest value.
+// The share of a compute call's time that follows the dispatch speed rather
+// than its class's throughput: 1 below 30 us, 0 above 1 ms, log-linear in
+// the time between. Between two calibrations whose dispatch probe read 1.42x
+// apart and the bf16 GEMM probe 1.07x (rb12), bf16 GEMMs of 10-30 us moved
+// 1.44-1.54x, of 100 us 1.30x, of 300 us 1.15x and of 1 ms 1.10x. The fit
+// rescales a case by this blend of its probes' ratios (validate/profile_fit),
+// and DeviceProfile::at_speed a table point by the same.
+double dispatch_share(double seconds);
+
 struct EfficiencyCurve {
   EfficiencyCurve() = default;
   EfficiencyCurve(double max_eff, double half) : max(max_eff), half_work(half) {}
@@ -40,6 +49,10 @@ struct EfficiencyCurve {
   double from_table(double work) const;
   // Every efficiency divided by `f` (> 0).
   void slow_down(double f);
+  // Every table point divided by f^(1-s) x fd^s, s = dispatch_share of its
+  // call (`launch` + its work at its efficiency of `peak`): short calls follow
+  // the dispatch ratio `fd`. The saturating form: by `f`.
+  void slow_down_blended(double f, double fd, double peak, Time launch);
 };
 
 // The machine's speed at one moment: seconds of a fixed 512x768x768 matmul in
@@ -175,6 +188,16 @@ struct DeviceProfile {
   bool ranks_share_machine = false;
   // Calibrated collective costs (profile YAML `network:` section); see CommCalibration.
   std::vector<CommCalibration> network;
+  // The host's communication state while `network` was measured: seconds of a
+  // 4 KiB allreduce among N ranks (exec's probe_comm_state), (N, seconds) in
+  // ascending N (`network: state_reference`). Empty: not recorded.
+  std::vector<std::pair<int, double>> comm_reference;
+  // This profile with the network tables of every rank count that both `now`
+  // and comm_reference read priced at the state `now` finds (validation
+  // `--run-states`, `--at-speed-of`): a table's alphas multiplied and its
+  // bandwidth factors divided by now / reference (clamped to [0.2, 5]), so its
+  // every cost scales by that ratio. comm_reference becomes `now` where read.
+  DeviceProfile at_comm_state(const std::vector<std::pair<int, double>>& now) const;
 
   // Compute-time factor with `ranks` ranks on the machine (1 when host_sharing is empty).
   double sharing_factor(int ranks) const;
@@ -195,7 +218,9 @@ struct DeviceProfile {
   // now/reference, bf16 ones (half and O1 GEMMs, half activations) by the matmul_bf16 ratio where both
   // probes read it (else the matmul ratio), memory-class tables and host copies by the
   // add ratio, launch and step overheads by the dispatch ratio (ratios clamped
-  // to [0.2, 5]). Collective tables are kept. Unchanged without a reference.
+  // to [0.2, 5]); a table point whose call is short follows the dispatch ratio
+  // in part, as the fit rescaled it (slow_down_blended, dispatch_share).
+  // Collective tables are kept. Unchanged without a reference.
   DeviceProfile at_speed(const SpeedProbe& now) const;
   // The spread of the speed around speed_reference (empty = not recorded).
   SpeedStates speed_states;
@@ -220,8 +245,9 @@ DeviceProfile default_profile(const topology::DeviceSpec& spec);
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& profile);
 
 // Applies a `network:` section: {tables: [{link_kind?, collective?, ranks?,
-// regimes: [{up_to?, alpha, bandwidth_factor}, ...]}, ...]}, plus free-text
-// `backend` and `source`. Replaces profile.network.
+// regimes: [{up_to?, alpha, bandwidth_factor}, ...]}, ...], state_reference?:
+// [{ranks, allreduce_4k}, ...]}, plus free-text `backend` and `source`.
+// Replaces profile.network and profile.comm_reference.
 void apply_network_yaml(const YamlNode& node, DeviceProfile& profile);
 
 // Applies a whole profile document (as written by `dptwin calibrate`): keys

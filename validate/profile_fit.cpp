@@ -386,13 +386,6 @@ sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int po
   return s;
 }
 
-double dispatch_share(double seconds) {
-  constexpr double kAllDispatch = 30e-6, kNoDispatch = 1e-3;
-  if (!(seconds > kAllDispatch)) return 1.0;
-  if (seconds >= kNoDispatch) return 0.0;
-  return std::log(kNoDispatch / seconds) / std::log(kNoDispatch / kAllDispatch);
-}
-
 json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   if (doc.contains("normalized_to") || ref.empty()) return doc;
   json out = doc;
@@ -618,6 +611,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   std::map<int, sim::DeviceProfile::SyncCost> sync_by_ranks;
   std::map<int, std::map<int, double>> skeleton_burst;  // ranks -> matmuls -> burst_s
   std::map<int, std::pair<int, double>> skeleton_sharing;  // ranks -> (ranks bursting, burst ratio), one run
+  std::map<int, double> comm_reference;  // ranks -> the comm-state probe's seconds
   int overlap_ranks = 1 << 30;
   rep.profile.network.clear();
   auto topo_for = [&](int n) { return topology::build_topology(cluster, n); };
@@ -718,6 +712,13 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
             std::log(bursts.back().second / bursts.front().second) / std::log(bursts.back().first / bursts.front().first);
     }
     if (n < 2) continue;
+    if (doc.contains("comm_state")) {
+      // The comm-state probe's median reading over the run: the state the
+      // tables below were measured in (DeviceProfile::comm_reference).
+      const double s = num(doc.at("comm_state"), "seconds");
+      if (s > 0) comm_reference[n] = s;
+      diag["comm_state_probe"][std::to_string(n)] = doc.at("comm_state");
+    }
     const topology::Topology topo = topo_for(n);
     std::map<sim::CollectiveKind, std::vector<CommSample>> by_kind;
     for (const auto& r : doc.at("collectives")) {
@@ -748,6 +749,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     }
   }
   if (overlap >= 0) p.overlap_slowdown = std::min(overlap, 10.0);
+  p.comm_reference.assign(comm_reference.begin(), comm_reference.end());
   p.comm_stall_by_ranks.assign(stall_by_ranks.begin(), stall_by_ranks.end());
   p.comm_stall_one_by_ranks.assign(stall_one_by_ranks.begin(), stall_one_by_ranks.end());
   // The Horovod-loop probe by rank count: the compute mix with and without a
@@ -900,6 +902,11 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   if (!p.network.empty()) {
     y += "network:\n";
     y += fmt::format("  backend: {}\n", backend);
+    if (!p.comm_reference.empty()) {
+      y += "  state_reference:   # a 4 KiB allreduce meanwhile, by ranks (the host's communication state)\n";
+      for (auto [n, s] : p.comm_reference)
+        y += fmt::format("    - {{ranks: {}, allreduce_4k: {}}}\n", n, fmt_time(Time::from_seconds(s)));
+    }
     y += "  tables:\n";
     for (const auto& t : p.network) {
       y += fmt::format("    - collective: {}\n", t.collective.empty() ? "\"\"" : t.collective);

@@ -120,12 +120,8 @@ struct FitReport {
 using SpeedReference = std::map<std::string, double>;
 SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
 nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);
-// The share of a compute call's time that follows the dispatch speed rather
-// than its class's throughput: 1 below 30 us, 0 above 1 ms, log-linear in
-// the time between. Between two calibrations whose dispatch probe read 1.42x
-// apart and the bf16 GEMM probe 1.07x (rb12), bf16 GEMMs of 10-30 us moved
-// 1.44-1.54x, of 100 us 1.30x, of 300 us 1.15x and of 1 ms 1.10x.
-double dispatch_share(double seconds);
+// The share of a call's time that follows the dispatch speed: sim::dispatch_share.
+using sim::dispatch_share;
 // Every probe reading of `docs` ({"class", "s"}, one per probed case), or a
 // document's own "probe_readings" where it has them (the median of several
 // passes keeps all its passes' readings there). With several documents (the

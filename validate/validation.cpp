@@ -161,6 +161,8 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
     j["measured_p10_s"] = c.measured_p10_s;
     j["measured_p90_s"] = c.measured_p90_s;
     j["predicted_breakdown"] = c.predicted_breakdown;
+    if (!c.comm_state_s.empty()) j["comm_state_s"] = c.comm_state_s;
+    if (c.comm_state_priced_s > 0) j["comm_state_priced_s"] = c.comm_state_priced_s;
     if (!c.speed.is_null()) {
       j["speed_ratio"] = c.speed;
       j["predicted_uncompensated_step_s"] = c.predicted_uncompensated_step_s;
@@ -288,6 +290,8 @@ void read_exec_result(const json& r, CaseOutcome& out) {
   if (s.contains("phases"))
     for (const auto& [k, v] : s.at("phases").items())
       if (k != "step_s" && v.contains("median")) out.measured_breakdown[k] = v.at("median");
+  if (r.contains("comm_state"))
+    for (const auto& x : r.at("comm_state").at("readings_s")) out.comm_state_s.push_back(x.get<double>());
 }
 
 namespace {
@@ -307,12 +311,23 @@ int probe_processes(const ValidationMatrix& m, int ranks) {
 // once when `probed_now`, else one process (a profile's reference).
 // `states` (with `now` from another profile): that profile's speed states
 // replace this one's, where this one has some.
+// `comm`: the host's communication state by rank count to price the
+// collectives at (sim::DeviceProfile::at_comm_state; empty: the profile's).
 json predict(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile, CaseOutcome& out,
-             const sim::SpeedProbe& now = {}, bool probed_now = true, const sim::SpeedStates& states = {}) {
+             const sim::SpeedProbe& now = {}, bool probed_now = true, const sim::SpeedStates& states = {},
+             const std::vector<std::pair<int, double>>& comm = {}) {
   sim::PointSpec point = point_for_case(m, c, profile);
+  out.comm_state_priced_s = 0;
+  for (auto [n, s] : comm)
+    if (n == c.ranks && std::any_of(point.profile.comm_reference.begin(), point.profile.comm_reference.end(),
+                                    [n = n](const auto& r) { return r.first == n; }))
+      out.comm_state_priced_s = s;
   const sim::SpeedProbe ref = point.profile.speed_reference;
-  if (!now.empty() && !ref.empty()) {
+  const bool at_speed = !now.empty() && !ref.empty();
+  if (at_speed || out.comm_state_priced_s > 0)
     out.predicted_uncompensated_step_s = sim::simulate_point(point).step_time_s.value_or(0.0);
+  if (out.comm_state_priced_s > 0) point.profile = point.profile.at_comm_state(comm);
+  if (at_speed) {
     // Probed by probe_processes(c.ranks) processes at once: their slowdown
     // includes any core sharing that the simulator applies itself
     // (host_sharing), so the speed relative to the reference is divided by it.
@@ -492,20 +507,44 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
   if (r.matmul_bf16_s > 0) ref["matmul_bf16"] = r.matmul_bf16_s;
   const int cores = profile.speed_states.cores > 0 ? profile.speed_states.cores
                                                    : static_cast<int>(std::max(1U, std::thread::hardware_concurrency()));
-  sim::SpeedStates states = speed_states(json{{"cores", cores}, {"probe_readings", pool}}, ref);
+  // The machine's level during the runs (each class's median reading) and
+  // the spread around it, split as the fit splits a calibration's readings
+  // (each against its pass's level): the level moves the profile by at_speed,
+  // short calls' table points partly by the dispatch ratio; the spread
+  // replaces its speed states, class by class (validate/README gap 8).
+  std::map<std::string, std::vector<double>> by_class;
+  for (const auto& x : pool) by_class[x.at("class").get<std::string>()].push_back(x.at("s").get<double>());
+  SpeedReference level = ref;
+  for (const auto& [cls, v] : by_class)
+    if (ref.count(cls) && !v.empty()) level[cls] = median(v);
+  sim::SpeedStates states = speed_states(json{{"cores", cores}, {"probe_readings", pool}}, level);
   if (states.empty()) return false;
   json summary = {{"states", "probed during the validation"}, {"readings", pool.size()}};
   for (const char* cls : sim::SpeedStates::kClasses) {
     std::vector<double>* q = states.of(cls);
     const std::vector<double>* mine = profile.speed_states.of(cls);
-    if (q->empty()) *q = *mine;  // too few readings of this class: the profile's
-    summary[cls] = {{"mean", sim::expected_slowest(*q, 1)},
-                    {"slowest_of_2", sim::expected_slowest(*q, 2)},
+    if (q->empty()) {  // too few readings of this class: the profile's level and states
+      *q = *mine;
+      if (ref.count(cls)) level[cls] = ref.at(cls);
+    }
+    const double lv = ref.count(cls) ? level.at(cls) / ref.at(cls) : 1.0;
+    summary[cls] = {{"level", lv},
+                    {"mean", lv * sim::expected_slowest(*q, 1)},
+                    {"slowest_of_2", lv * sim::expected_slowest(*q, 2)},
                     {"profile_mean", sim::expected_slowest(*mine, 1)}};
   }
+  const sim::SpeedProbe now{level.at("matmul"), level.at("elementwise"), level.at("dispatch"),
+                            level.count("matmul_bf16") ? level.at("matmul_bf16") : 0.0};
+  // The runs' comm-state readings by rank count: their median over the validation.
+  std::map<int, std::vector<double>> comm_readings;
+  for (const auto& c : out)
+    if (c.status == "ok") comm_readings[c.c.ranks].insert(comm_readings[c.c.ranks].end(), c.comm_state_s.begin(), c.comm_state_s.end());
+  std::vector<std::pair<int, double>> comm;
+  for (auto& [n, v] : comm_readings)
+    if (!v.empty()) comm.emplace_back(n, median(v));
   for (auto& c : out) {
     if (c.status != "ok") continue;
-    predict(m, c.c, o.profile, c, r, false, states);
+    predict(m, c.c, o.profile, c, now, false, states, comm);
     c.speed = summary;
   }
   if (o.log) {
@@ -515,6 +554,13 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
                                      summary[cls]["profile_mean"].get<double>()));
     o.log(fmt::format("speed states during the runs ({} readings), mean / the profile's: {}", pool.size(),
                       fmt::join(by_class, ", ")));
+    std::vector<std::string> by_ranks;
+    for (auto [n, s] : comm)
+      for (auto [rn, rs] : profile.comm_reference)
+        if (rn == n) by_ranks.push_back(fmt::format("{} ranks {:.1f} / {:.1f} us", n, s * 1e6, rs * 1e6));
+    if (!by_ranks.empty())
+      o.log(fmt::format("comm state during the runs (4 KiB allreduce, median), the runs' / the profile's: {}",
+                        fmt::join(by_ranks, ", ")));
   }
   return true;
 }
@@ -530,8 +576,8 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   for (size_t i = 0; i < n; ++i) {
     out[i].c = m.cases[i];
     const int ranks = m.cases[i].ranks;
-    if (o.predict_only && !o.fixed_speed.empty()) {
-      predict(m, m.cases[i], o.profile, out[i], o.fixed_speed, false, o.fixed_states);
+    if (o.predict_only && (!o.fixed_speed.empty() || !o.fixed_comm_state.empty())) {
+      predict(m, m.cases[i], o.profile, out[i], o.fixed_speed, false, o.fixed_states, o.fixed_comm_state);
       continue;
     }
     if (o.predict_only && !o.speed_probe.empty() && !now.count(ranks)) now[ranks] = probe_speed(m, o, ranks);
@@ -556,6 +602,7 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   for (size_t i = 0; i < n; ++i)
     if (out[i].status != "ok") log_case(i, "", out[i]);  // the simulator refused it: nothing to run
   std::vector<std::vector<CaseOutcome>> runs(n);
+  std::vector<std::vector<std::vector<double>>> runs_in_order(n);  // each run's comm-state readings
   int run_counter = 0;
   // --run-states: the probes' quick readings, from at most kStateProbes probes
   // spread evenly over the runs (a probe costs 1.7-2.4 s here, mostly LibTorch's start).
@@ -595,6 +642,7 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       read_exec_result(doc, run);
       log_case(i, round, run);
       if (traced) write_side_by_side(m, o, run, doc, trace);
+      runs_in_order[i].push_back(run.comm_state_s);
       runs[i].push_back(std::move(run));
     }
   }
@@ -604,11 +652,14 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
     std::sort(r.begin(), r.end(),
               [](const CaseOutcome& a, const CaseOutcome& b) { return a.measured_step_s < b.measured_step_s; });
     out[i] = r[r.size() / 2];
-    if (r.size() > 1)
+    if (r.size() > 1) {
+      out[i].comm_state_s.clear();  // every round's readings, in run order
       for (const auto& run : r) {
         out[i].measured_rounds_s.push_back(run.measured_step_s);
         out[i].host_steal_rounds_pct.push_back(run.host_steal_pct);
       }
+      for (const auto& run : runs_in_order[i]) out[i].comm_state_s.insert(out[i].comm_state_s.end(), run.begin(), run.end());
+    }
   }
   if (!o.states_probe.empty() && !predict_at_run_states(m, o, state_readings, out) && o.log)
     o.log("note: no speed states from the runs (profile without speed states, or the probes failed): "

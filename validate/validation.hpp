@@ -58,6 +58,11 @@ struct CaseOutcome {
   // during each round (in the order of measured_rounds_s); -1: unknown.
   double host_steal_pct = -1;
   std::vector<double> host_steal_rounds_pct;
+  // The host's communication state around each run (exec's 4 KiB allreduce
+  // probe before and after training, every round; empty for one rank).
+  std::vector<double> comm_state_s;
+  // The state the prediction priced the collectives at (seconds; 0: the profile's).
+  double comm_state_priced_s = 0;
 };
 
 struct ValidationSummary {
@@ -126,19 +131,26 @@ struct ValidationOptions {
   std::string speed_probe;
   // dptwin-microbench to run `--mode speed` on one process before the runs
   // (`--run-states`; every run, or every k-th so that at most 40 probes run,
-  // spread over the whole validation): after the runs, their quick readings,
-  // relative to the profile's speed_reference, replace the profile's
-  // speed_states (quantiles, as the fit builds them from the compute suite's
-  // readings) and every case is predicted at them, i.e. at the mixture of the
-  // machine's fast and slow states during the validation instead of the one
-  // during the calibration. Probes are microbenchmarks: no step time feeds a
+  // spread over the whole validation): after the runs, their quick readings'
+  // median per class is the machine's level, which moves the profile
+  // (sim::DeviceProfile::at_speed), and their spread around it replaces the
+  // profile's speed_states (quantiles, as the fit builds them from the
+  // compute suite's readings); every case is predicted at them, i.e. at the
+  // mixture of the machine's fast and slow states during the validation
+  // instead of the one during the calibration. Probes are microbenchmarks: no step time feeds a
   // prediction. Needs runs and a profile with speed states; not with speed_probe.
+  // The runs' own comm-state readings (CaseOutcome::comm_state_s), by rank
+  // count the median over the validation, then price the collectives
+  // (sim::DeviceProfile::at_comm_state) where the profile records its comm state.
   std::string states_probe;
   // predict_only: every prediction at this speed instead (the speed_reference
   // and, where both profiles have them, the speed_states of another profile,
   // `--at-speed-of`): two calibrations compared at one state of the machine.
   sim::SpeedProbe fixed_speed;
   sim::SpeedStates fixed_states;
+  // And the other profile's communication state (its comm_reference), where
+  // both profiles record one.
+  std::vector<std::pair<int, double>> fixed_comm_state;
   double case_timeout_s = 900;
   // With trace_path set: case trace_case (0-based) is traced in its last round
   // and the measured and predicted timelines are written there side by side

@@ -536,6 +536,39 @@ class RoundSamples {
   std::vector<std::vector<double>> by_round_;
 };
 
+// The host's communication state: a 4 KiB allreduce among the group's ranks,
+// read several times a round between the other probes (exec's
+// probe_comm_state: 40 repetitions timed by the slowest rank, their median). On a
+// shared host the collectives' small-message costs move by about 12% (standard
+// deviation) from one calibration pass to the next, with the host's state,
+// not with the calibration (validate/README gap 1); the run's median reading
+// is the comm tables' reference state (profile `comm_reference`), as the
+// speed probe is compute's, and `dptwin exec` reads the same probe in every
+// multi-rank run (exec/worker.cpp), so that a validation can price a case's
+// collectives at the state it ran in.
+class CommStateProbe {
+ public:
+  void read(RankCtx& c, int r) { readings_.add(r, dptwin::exec::probe_comm_state(*c.comm)); }
+
+  void write(RankCtx& c, json& doc, const std::vector<bool>& use) const {
+    if (readings_.pooled(use).empty()) return;
+    std::vector<double> per_round;
+    for (const auto& rd : readings_.rounds()) per_round.push_back(median(rd));
+    doc["comm_state"] = {{"kind", "allreduce"},
+                         {"bytes", dptwin::exec::kCommStateBytes},
+                         {"ranks", c.size},
+                         {"seconds", readings_.median_of(use)},
+                         {"rounds_s", per_round},
+                         {"readings_s", readings_.pooled(std::vector<bool>(use.size(), true))}};
+    if (c.rank == 0)
+      std::cerr << fmt::format("  comm state (4 KiB allreduce, {} ranks): {:.1f} us ({} readings)\n", c.size,
+                               readings_.median_of(use) * 1e6, readings_.pooled(use).size());
+  }
+
+ private:
+  RoundSamples readings_;
+};
+
 // Every collective of the comm interface by message size, and the
 // parameter-server round (reduce to rank 0 + broadcast). A figure is the
 // median of its rounds' medians (`seconds`), and their mean (`mean_s`, what
@@ -1118,24 +1151,36 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
   OverlapProbe overlap;
   std::unique_ptr<HorovodLoopProbe> loop;
   if (multi && !sync_only) loop = std::make_unique<HorovodLoopProbe>(c);
+  CommStateProbe state;
+  auto read_state = [&](int r) {
+    if (multi) state.read(c, r);
+  };
   std::vector<double> steal;
   for (int r = 0; r < a.rounds; ++r) {
     if (c.rank == 0 && a.rounds > 1) std::cerr << fmt::format("  round {}/{}\n", r + 1, a.rounds);
     const dptwin::CpuTimes before = dptwin::read_cpu_times();
+    read_state(r);
     if (!sync_only) {
       sweep.round(a, c, r);
+      read_state(r);
       sharing.round(a, c, r);
       sweep.small_round(a, c, r);  // small messages: two more reads, seconds apart
+      read_state(r);
     }
     if (multi && !sync_only) {
       overlap.round(a, c, r);
       loop->round(a, c, r);
+      read_state(r);
     }
     if (multi) {
       sync.round(c, r);
       sync.sharing_round(c, r);
+      read_state(r);
     }
-    if (!sync_only) sweep.small_round(a, c, r);
+    if (!sync_only) {
+      sweep.small_round(a, c, r);
+      read_state(r);
+    }
     steal.push_back(allmax(c, dptwin::steal_pct(before, dptwin::read_cpu_times())));
   }
   const std::vector<bool> use = dptwin::calm_rounds(steal);
@@ -1152,7 +1197,10 @@ void bench_comm(const Args& a, RankCtx& c, json& doc) {
     overlap.write(c, doc, use);
     loop->write(c, doc, use);
   }
-  if (multi) sync.write(c, doc, use);
+  if (multi) {
+    sync.write(c, doc, use);
+    state.write(c, doc, use);
+  }
 }
 
 int env_int(const char* a, const char* b, int dflt) {

@@ -195,6 +195,27 @@ TEST_CASE("ring allreduce over send/recv equals the backend's allreduce (fake 1-
   }
 }
 
+TEST_CASE("probe_comm_state: one positive reading, the same on every rank (fake 2 and 4 ranks, gloo 2)") {
+  auto check = [](std::vector<std::unique_ptr<Communicator>>& comms) {
+    std::vector<double> got(comms.size(), -1);
+    Recorder rec;
+    comms[0]->set_recorder(&rec);
+    on_ranks(comms, [&](int r, Communicator& c) { got[static_cast<size_t>(r)] = probe_comm_state(c, 5); });
+    CHECK(got[0] > 0);
+    CHECK(got[0] < 1.0);
+    for (double g : got) CHECK(g == got[0]);  // the slowest rank's times, reduced on every rank
+    CHECK(rec.spans().size() == 5 + 1 + 1 + 5 + 1);  // recorded like any op: the caller turns recording off
+  };
+  for (int n : {2, 4}) {
+    auto comms = make_fake_communicators(n);
+    check(comms);
+  }
+  if (gloo_available()) {
+    auto comms = gloo_ranks(2);
+    check(comms);
+  }
+}
+
 TEST_CASE("recorder: one comm span per op with bytes and ordered timestamps") {
   auto comms = make_fake_communicators(2);
   Recorder recs[2];

@@ -109,6 +109,14 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
   CHECK(j["steps"][0]["measured"] == false);
   CHECK(j["steps"][1]["ranks"][0]["comm_bytes"] == 4096);
   CHECK(j["comm_ops"].size() == 8);
+  CHECK_FALSE(j.contains("comm_state"));  // no probe readings: no entry
+  info.comm_state_s = {3e-4, 1e-4};
+  info.comm_state_bytes = 4096;
+  const auto probed = make_result(info, {rank(0, 0.0), rank(1, 0.5)});
+  REQUIRE(probed.contains("comm_state"));
+  CHECK(probed["comm_state"]["bytes"] == 4096);
+  CHECK(probed["comm_state"]["readings_s"].size() == 2);
+  CHECK(probed["comm_state"]["seconds"].get<double>() == doctest::Approx(2e-4));
   const auto t = make_chrome_trace({rank(0, 0), rank(1, 0)});
   int comm = 0, compute = 0;
   for (const auto& e : t["traceEvents"]) {

@@ -80,6 +80,17 @@ with tempfile.TemporaryDirectory() as tmp:
               "collectives at the median and the mean of their rounds (a round: the mean of its reads, three for "
               "messages up to 1 MiB), the pair probes and sync skeletons pooled"
               % (comm["rounds_steal_pct"], used))
+        # The comm-state probe: a 4 KiB allreduce read six times a round, the
+        # median of the used rounds' readings the profile's reference state.
+        st = comm.get("comm_state") or {}
+        reads = st.get("readings_s") or []
+        by_round = [reads[i * 6:(i + 1) * 6] for i in range(3)]
+        check(st.get("bytes") == 4096 and st.get("ranks") == 2 and len(reads) == 18 and all(0 < x < 1 for x in reads)
+              and all(abs(st["rounds_s"][i] - med(by_round[i])) <= 1e-12 for i in range(3))
+              and abs(st["seconds"] - med([x for i, u in enumerate(used) if u for x in by_round[i]])) <= 1e-12
+              and "allreduce_4k:" in open(os.path.join(tmp, "quick.yaml")).read(),
+              "the comm state is read six times a round, its median the profile's state_reference (%s)"
+              % {k: v for k, v in st.items() if k != "readings_s"})
         diag = json.load(open(os.path.join(tmp, "quick.fit.json")))
         # comm_stall_one: 0 for unbound ranks whatever the probe read (kept as a
         # diagnostic); ranks bound to cores (--bind core) keep the reading.
@@ -193,6 +204,10 @@ with tempfile.TemporaryDirectory() as tmp:
                       and c.get("predicted_uncompensated_step_s", 0) > 0 and procs == min(c["labels"]["ranks"], os.cpu_count() or 1),
                       "%s: speed ratios (probe on %s processes) and the uncompensated prediction recorded (%s)"
                       % (c["label"], procs, ratio))
+                # Every multi-rank run reads the comm state before and after training.
+                want = 2 * 2 if c["labels"]["ranks"] > 1 else 0
+                check(len(c.get("comm_state_s", [])) == want and all(0 < x < 1 for x in c.get("comm_state_s", [])),
+                      "%s: %d comm-state readings (two a run)" % (c["label"], want))
             # The hypervisor's stolen CPU time, per run and over the runs (Linux: /proc/stat).
             if os.path.exists("/proc/stat"):
                 check(v["summary"]["host_steal_pct"] is not None and 0 <= v["summary"]["host_steal_pct"] <= 100

@@ -404,6 +404,18 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK(allreduce_alpha(with_mean) == doctest::Approx(alpha_median));
   for (auto& row : with_mean["collectives"]) row["mean_s"] = row["seconds"].get<double>() + 1e-3;
   CHECK(allreduce_alpha(with_mean) > alpha_median + 1e-4);
+  // The comm-state probe's run median becomes the tables' reference state
+  // (none without it), written in the profile YAML's network section.
+  CHECK(r.profile.comm_reference.empty());
+  json probed = comm;
+  probed["comm_state"] = {{"kind", "allreduce"}, {"bytes", 4096}, {"ranks", 4}, {"seconds", 1.5e-4},
+                          {"readings_s", {1.4e-4, 1.5e-4, 1.9e-4}}};
+  const FitReport pr = fit_profile(compute, {probed}, "gloo", cluster);
+  REQUIRE(pr.profile.comm_reference.size() == 1);
+  CHECK(pr.profile.comm_reference[0].first == 4);
+  CHECK(pr.profile.comm_reference[0].second == doctest::Approx(1.5e-4));
+  CHECK(pr.diagnostics["comm_state_probe"]["4"]["seconds"].get<double>() == doctest::Approx(1.5e-4));
+  CHECK(profile_yaml(pr.profile, "t", "test", "gloo").find("- {ranks: 4, allreduce_4k: 150 us}") != std::string::npos);
   // A probe without skeletons is a malformed document.
   comm["sync"] = {{"ranks", 4}};
   CHECK_THROWS_AS(fit_profile(compute, {comm}, "gloo", cluster), InputError);

@@ -40,6 +40,17 @@ sim::DeviceProfile sample_profile() {
   p.network.push_back(t);
   return p;
 }
+
+// The message a profile document `y` (as file p.yaml) is refused with; "" when accepted.
+std::string err(const std::string& y) {
+  sim::DeviceProfile p;
+  try {
+    sim::apply_profile_document(load_yaml_string(y, "p.yaml"), p);
+  } catch (const InputError& e) {
+    return std::string(e.what());
+  }
+  return std::string();
+}
 }  // namespace
 
 TEST_CASE("profile YAML round trip") {
@@ -78,15 +89,6 @@ TEST_CASE("profile YAML round trip") {
 }
 
 TEST_CASE("profile errors are located") {
-  auto err = [](const std::string& y) {
-    sim::DeviceProfile p;
-    try {
-      sim::apply_profile_document(load_yaml_string(y, "p.yaml"), p);
-    } catch (const InputError& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{alpha: 1 us, bandwidth_factor: 0}]}\n")
             .find("p.yaml:3") != std::string::npos);
   CHECK(err("network:\n  tables:\n    - {collective: alltoall, regimes: [{alpha: 1 us, bandwidth_factor: 1}]}\n")
@@ -338,8 +340,9 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   sim::DeviceProfile p = sample_profile();
   p.matmul_o1.table = {{1e6, 0.4}, {1e9, 0.4}};
   p.matmul_linear.table = {{1e6, 0.6}, {1e9, 0.6}};
-  p.activation.table = {{1e4, 0.02}, {1e8, 0.02}};
-  p.activation_half.table = {{1e4, 0.03}, {1e8, 0.03}};
+  // Points of long calls (tens of ms): the class ratio alone (dispatch_share 0).
+  p.activation.table = {{1e8, 0.02}, {1e10, 0.02}};
+  p.activation_half.table = {{1e8, 0.03}, {1e10, 0.03}};
   // Without a reference the profile is unchanged.
   const sim::SpeedProbe now{2e-3, 3e-4, 6e-6};
   CHECK(p.at_speed(now).matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9)));
@@ -350,8 +353,8 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   CHECK(s.matmul_half.at(1e9) == doctest::Approx(0.8 / 2));
   CHECK(s.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2));
   CHECK(s.memory.at(1e6) == doctest::Approx(p.memory.at(1e6) / 1.5));
-  CHECK(s.activation.at(1e6) == doctest::Approx(0.02 / 2));
-  CHECK(s.activation_half.at(1e6) == doctest::Approx(0.03 / 2));  // no bf16 reading: the fp32 one
+  CHECK(s.activation.at(1e9) == doctest::Approx(0.02 / 2));
+  CHECK(s.activation_half.at(1e9) == doctest::Approx(0.03 / 2));  // no bf16 reading: the fp32 one
   CHECK(s.host_memcpy.value() == doctest::Approx(9e9 / 1.5));
   CHECK(s.launch_overhead.seconds() == doctest::Approx(2 * 6.25e-6).scale(0));
   CHECK(s.step_overhead.seconds() == doctest::Approx(2 * 40e-6).scale(0));
@@ -373,9 +376,31 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   CHECK(h.matmul_linear.at(1e9) == doctest::Approx(0.6 / 2));  // an fp32 GEMM table
   CHECK(h.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.5));
   CHECK(h.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.5));
-  CHECK(h.activation.at(1e6) == doctest::Approx(0.02 / 2));         // fp32 GELU: the fp32 matmul
-  CHECK(h.activation_half.at(1e6) == doctest::Approx(0.03 / 2.5));  // bf16 GELU: the bf16 matmul
+  CHECK(h.activation.at(1e9) == doctest::Approx(0.02 / 2));         // fp32 GELU: the fp32 matmul
+  CHECK(h.activation_half.at(1e9) == doctest::Approx(0.03 / 2.5));  // bf16 GELU: the bf16 matmul
   CHECK(h.memory.at(1e6) == doctest::Approx(p.memory.at(1e6)));  // the add probe did not move
+  // A table point of a short call follows the dispatch ratio, as the fit
+  // rescaled it (sim::dispatch_share of launch + its time): add probe 1.5x,
+  // dispatch 3x; a 1 KB add (6.25 us launch + 0.08 us) 3x slower, a 1 GB one
+  // (82 ms) 1.5x, one of 40 us to 1 ms between.
+  sim::DeviceProfile m = p;
+  m.memory.table = {{1e3, 0.7}, {1e6, 0.7}, {1e9, 0.7}};
+  const sim::DeviceProfile b = m.at_speed({1e-3, 3e-4, 9e-6, 5e-4});
+  CHECK(b.memory.table[0].second == doctest::Approx(0.7 / 3));
+  CHECK(b.memory.table[1].second < 0.7 / 1.5);  // 88 us: partly the dispatch ratio
+  CHECK(b.memory.table[1].second > 0.7 / 3);
+  CHECK(b.memory.table[2].second == doctest::Approx(0.7 / 1.5));
+  CHECK(b.memory.max == doctest::Approx(0.7 / 1.5));
+  CHECK(b.launch_overhead.seconds() == doctest::Approx(3 * 6.25e-6).scale(0));
+  // The speed states' draws keep the class alone (validate/README gap 8):
+  // slow dispatch states reach the launch overhead, not the tables.
+  sim::DeviceProfile st = m;
+  st.speed_states.cores = 2;
+  st.speed_states.matmul = {1.0};
+  st.speed_states.elementwise = {1.0};
+  st.speed_states.dispatch = {3.0};
+  CHECK(st.shared_by(1).memory.table[0].second == doctest::Approx(0.7));
+  CHECK(st.shared_by(1).launch_overhead.seconds() == doctest::Approx(3 * 6.25e-6).scale(0));
   sim::DeviceProfile q2 = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q2);
   CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3).scale(0));
@@ -458,6 +483,60 @@ TEST_CASE("--at-speed-of: another profile's speed reference and speed states, on
   std::filesystem::remove(path);
 }
 
+TEST_CASE("comm state: the network tables priced at another communication state") {
+  sim::DeviceProfile p = sample_profile();
+  sim::CommCalibration four = p.network[0];
+  four.ranks = 4;
+  p.network.push_back(four);
+  p.comm_reference = {{2, 100e-6}, {4, 300e-6}};
+  // Round trip, and refusals naming file, line and key.
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  REQUIRE(q.comm_reference.size() == 2);
+  CHECK(q.comm_reference[1].first == 4);
+  CHECK(q.comm_reference[1].second == doctest::Approx(300e-6).epsilon(1e-3));
+  const std::string order = err("network:\n  state_reference:\n    - {ranks: 4, allreduce_4k: 1 us}\n"
+                                "    - {ranks: 2, allreduce_4k: 1 us}\n");
+  CHECK(order.find("p.yaml:4") != std::string::npos);
+  CHECK(order.find("ascending") != std::string::npos);
+  CHECK(err("network:\n  state_reference: [{ranks: 2, allreduce_4k: 0 us}]\n").find("allreduce_4k") != std::string::npos);
+  CHECK(err("network:\n  state_reference: [{ranks: 2, seconds: 1 us}]\n").find("seconds") != std::string::npos);
+  // Twice as slow at 2 ranks: that table's alphas x2 and bandwidth factors /2, the
+  // 4-rank table and reference as they were (no reading of them).
+  const sim::DeviceProfile slow = p.at_comm_state({{2, 200e-6}});
+  CHECK(slow.network[0].regimes[1].alpha.seconds() == doctest::Approx(300e-6).epsilon(1e-6));
+  CHECK(slow.network[0].regimes[1].bandwidth_factor == doctest::Approx(0.06));
+  CHECK(slow.network[1].regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-6));
+  CHECK(slow.comm_reference[0].second == doctest::Approx(200e-6));
+  CHECK(slow.comm_reference[1].second == doctest::Approx(300e-6));
+  // Without a reference of that rank count, or at the reference itself: unchanged.
+  CHECK(p.at_comm_state({{3, 1e-3}}).network[0].regimes[1].alpha == p.network[0].regimes[1].alpha);
+  CHECK(p.at_comm_state({{2, 100e-6}}).network[0].regimes[1].bandwidth_factor == doctest::Approx(0.12));
+  // --at-speed-of with the other profile's comm state: a 2-rank dps case's
+  // collectives cost twice as much, compute as it was; a 1-rank case unchanged.
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / "dptwin-comm-state.yaml";
+  {
+    std::ofstream f(path);
+    f << profile_yaml(p, "t", "test", "gloo");
+  }
+  ValidationMatrix m;
+  m.cases = {ValidationCase{"small", "dps", 2, "fp32", 4, 0}, ValidationCase{"tiny", "single", 1, "fp32", 4, 0}};
+  ValidationOptions o;
+  o.predict_only = true;
+  o.profile = path.string();
+  const std::vector<CaseOutcome> plain = run_validation(m, o);
+  o.fixed_comm_state = {{2, 200e-6}};
+  const std::vector<CaseOutcome> at = run_validation(m, o);
+  CHECK(at[0].comm_state_priced_s == doctest::Approx(200e-6));
+  CHECK(at[0].predicted_uncompensated_step_s == doctest::Approx(plain[0].predicted_step_s));
+  CHECK(at[0].predicted_step_s > plain[0].predicted_step_s * 1.01);
+  CHECK(at[0].predicted_breakdown.at("compute_s").get<double>() ==
+        doctest::Approx(plain[0].predicted_breakdown.at("compute_s").get<double>()));
+  CHECK(at[1].comm_state_priced_s == 0);
+  CHECK(at[1].predicted_step_s == doctest::Approx(plain[1].predicted_step_s));
+  std::filesystem::remove(path);
+}
+
 namespace {
 // An executable shell script at `path` (for stand-ins of dptwin-exec and dptwin-microbench).
 void write_script(const std::filesystem::path& path, const std::string& body) {
@@ -513,6 +592,7 @@ TEST_CASE("--run-states: every case predicted at the speed states probed before 
     // 4 probes (2 cases x 2 rounds) x 4 readings of each of 4 classes.
     CHECK(at[i].speed.at("readings").get<int>() == 64);
     CHECK(at[i].speed.at("matmul").at("mean").get<double>() == doctest::Approx(2.5));
+    CHECK(at[i].speed.at("matmul").at("level").get<double>() == doctest::Approx(2.5));  // the readings' median
     CHECK(at[i].speed.at("matmul").at("profile_mean").get<double>() == doctest::Approx(1.0));
     CHECK(at[i].predicted_uncompensated_step_s == doctest::Approx(plain[i].predicted_step_s));
   }
@@ -527,6 +607,25 @@ TEST_CASE("--run-states: every case predicted at the speed states probed before 
   CHECK(s.mape_uncompensated_pct == doctest::Approx(summarize(plain, 3.0).mape_pct));
   CHECK(to_table(at, s).find("the profile's own predictions") != std::string::npos);
   CHECK(to_json("m", "p", at, s, 3.0).at("summary").at("compensated").get<int>() == 2);
+  // Runs that read the comm state (exec's probe, before and after training)
+  // at twice the profile's 2-rank reference: the 2-rank case's collectives
+  // priced at it, the 1-rank case as before.
+  p.comm_reference = {{2, 100e-6}};
+  {
+    std::ofstream f(profile);
+    f << profile_yaml(p, "t", "test", "gloo");
+  }
+  write_script(dir / "exec", "while [ $# -gt 1 ]; do [ \"$1\" = --out ] && out=$2; shift; done\n"
+                             "echo '{\"summary\": {\"step_time_s\": {\"median\": 0.02}}, "
+                             "\"comm_state\": {\"readings_s\": [1.9e-4, 2.1e-4]}}' > \"$out\"\n");
+  const std::vector<CaseOutcome> comm = run_validation(m, o);
+  CHECK(comm[1].comm_state_s.size() == 4);  // two readings a run, two rounds
+  CHECK(comm[1].comm_state_priced_s == doctest::Approx(2e-4));
+  CHECK(comm[1].predicted_step_s > at[1].predicted_step_s);
+  CHECK(comm[0].comm_state_priced_s == 0);
+  CHECK(comm[0].predicted_step_s == doctest::Approx(at[0].predicted_step_s));
+  CHECK(to_json("m", "p", comm, summarize(comm, 3.0), 3.0).at("cases").at(1).at("comm_state_priced_s").get<double>() ==
+        doctest::Approx(2e-4));
   // A probe that writes no readings leaves the predictions the profile's own.
   write_script(dir / "mb", "exit 3\n");
   const std::vector<CaseOutcome> failed = run_validation(m, o);
