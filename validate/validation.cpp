@@ -602,7 +602,6 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   for (size_t i = 0; i < n; ++i)
     if (out[i].status != "ok") log_case(i, "", out[i]);  // the simulator refused it: nothing to run
   std::vector<std::vector<CaseOutcome>> runs(n);
-  std::vector<std::vector<std::vector<double>>> runs_in_order(n);  // each run's comm-state readings
   int run_counter = 0;
   // --run-states: the probes' quick readings, from at most kStateProbes probes
   // spread evenly over the runs (a probe costs 1.7-2.4 s here, mostly LibTorch's start).
@@ -642,23 +641,23 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       read_exec_result(doc, run);
       log_case(i, round, run);
       if (traced) write_side_by_side(m, o, run, doc, trace);
-      runs_in_order[i].push_back(run.comm_state_s);
       runs[i].push_back(std::move(run));
     }
   }
   for (size_t i = 0; i < n; ++i) {
     if (out[i].status != "ok" || runs[i].empty()) continue;
     auto& r = runs[i];
+    std::vector<double> comm_readings;  // every round's comm-state readings, in run order
+    for (const auto& run : r) comm_readings.insert(comm_readings.end(), run.comm_state_s.begin(), run.comm_state_s.end());
     std::sort(r.begin(), r.end(),
               [](const CaseOutcome& a, const CaseOutcome& b) { return a.measured_step_s < b.measured_step_s; });
     out[i] = r[r.size() / 2];
     if (r.size() > 1) {
-      out[i].comm_state_s.clear();  // every round's readings, in run order
+      out[i].comm_state_s = comm_readings;
       for (const auto& run : r) {
         out[i].measured_rounds_s.push_back(run.measured_step_s);
         out[i].host_steal_rounds_pct.push_back(run.host_steal_pct);
       }
-      for (const auto& run : runs_in_order[i]) out[i].comm_state_s.insert(out[i].comm_state_s.end(), run.begin(), run.end());
     }
   }
   if (!o.states_probe.empty() && !predict_at_run_states(m, o, state_readings, out) && o.log)
