@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 
 sim::Scenario load_any_scenario(const std::string& file) {
   if (file.empty()) return sim::load_builtin_scenario("paper-hal");
-  if (!fs::exists(file)) {
+  if (!path_exists(file)) {
     auto names = sim::builtin_scenario_names();
     std::string stem = file.ends_with(".yaml") ? file.substr(0, file.size() - 5) : file;
     if (std::find(names.begin(), names.end(), stem) != names.end()) return sim::load_builtin_scenario(stem);

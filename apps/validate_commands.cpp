@@ -169,7 +169,7 @@ int run_validate(const ValidateArgs& a) {
                                                                                "<built-in localhost-default>"),
                                                               ".")
                                      : validate::load_matrix(a.file);
-  if (!a.profile.empty() && !fs::exists(a.profile))
+  if (!a.profile.empty() && !path_exists(a.profile))
     throw InputError({"command line", 0, 0}, "--profile", fmt::format("profile '{}' not found", a.profile));
   validate::ValidationOptions o;
   o.profile = a.profile.empty() ? "" : fs::absolute(a.profile).string();
@@ -180,7 +180,7 @@ int run_validate(const ValidateArgs& a) {
     throw InputError({"command line", 0, 0}, "--run-states", "choose --run-states or --drift-compensation, not both");
   if (a.drift_compensation && !a.profile.empty()) {
     const std::string mb = validate::find_microbench_binary(a.microbench);
-    if (fs::exists(mb)) o.speed_probe = mb;
+    if (path_exists(mb)) o.speed_probe = mb;
     else std::cerr << "note: dptwin-microbench not found: predictions are not drift-compensated\n";
   }
   if (a.run_states) {
@@ -192,14 +192,14 @@ int run_validate(const ValidateArgs& a) {
       throw InputError(cl, "--run-states",
                        fmt::format("profile '{}' records no speed_reference and speed_states (calibrate again)", a.profile));
     const std::string mb = validate::find_microbench_binary(a.microbench);
-    if (!fs::exists(mb)) throw InputError(cl, "--run-states", fmt::format("dptwin-microbench not found at '{}'", mb));
+    if (!path_exists(mb)) throw InputError(cl, "--run-states", fmt::format("dptwin-microbench not found at '{}'", mb));
     o.states_probe = mb;
   }
   if (!a.at_speed_of.empty()) {
     if (!a.predict_only)
       throw InputError({"command line", 0, 0}, "--at-speed-of", "--at-speed-of applies to --predict-only");
     if (a.profile.empty()) throw InputError({"command line", 0, 0}, "--at-speed-of", "--at-speed-of needs --profile");
-    if (!fs::exists(a.at_speed_of))
+    if (!path_exists(a.at_speed_of))
       throw InputError({"command line", 0, 0}, "--at-speed-of", fmt::format("profile '{}' not found", a.at_speed_of));
     const sim::DeviceProfile other = read_profile(a.at_speed_of, "--at-speed-of profile");
     if (other.speed_reference.empty())

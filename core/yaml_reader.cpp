@@ -381,6 +381,11 @@ YamlNode load_yaml_string(const std::string& text, const std::string& name) {
   }
 }
 
+bool path_exists(const std::string& path) noexcept {
+  std::error_code ec;
+  return std::filesystem::exists(path, ec) && !ec;
+}
+
 YamlNode load_yaml_file(const std::string& path) {
   // Only regular files of sane size: a path such as /dev/zero or a FIFO would never end.
   constexpr std::uintmax_t kMaxFileBytes = 64ull << 20;  // 64 MiB

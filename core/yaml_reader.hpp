@@ -102,6 +102,11 @@ template <> int YamlNode::as<int>() const;
 template <> int64_t YamlNode::as<int64_t>() const;
 template <> bool YamlNode::as<bool>() const;
 
+// Whether a path names something that exists. Never throws: a name the system
+// refuses (too long, no permission on a parent) counts as missing, so a path
+// read from an input file ends in that file's "not found" error.
+bool path_exists(const std::string& path) noexcept;
+
 // Loads a file; syntax errors and unreadable files become InputError.
 YamlNode load_yaml_file(const std::string& path);
 // Parses text; `name` is used as the file name in messages.

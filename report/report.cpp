@@ -14,7 +14,7 @@
 namespace dptwin::report {
 
 void apply_profile_file(std::vector<sim::PointSpec>& points, const std::string& path) {
-  if (!std::filesystem::exists(path))
+  if (!path_exists(path))
     throw InputError({path, 0, 0}, "--profile", fmt::format("calibration profile '{}' not found", path));
   const YamlNode root = load_yaml_file(path);
   // Only the `device:` section prices a point; other top-level sections a

@@ -300,7 +300,7 @@ topology::ClusterSpec resolve_cluster(const YamlNode& node, const fs::path& base
                                name.ends_with(".yml");
   if (!looks_like_path) fail_unknown(node, "cluster preset", name, presets);
   fs::path p = fs::path(name).is_absolute() ? fs::path(name) : base_dir / name;
-  if (!fs::exists(p)) node.fail(fmt::format("cluster file '{}' not found", p.string()));
+  if (!path_exists(p.string())) node.fail(fmt::format("cluster file '{}' not found", p.string()));
   try {
     return topology::load_cluster(p.string());
   } catch (const InputError& e) {
@@ -331,7 +331,7 @@ int max_devices(const topology::ClusterSpec& c) {
 std::optional<YamlNode> load_calibration(const YamlNode& node, const fs::path& base_dir) {
   const std::string name = node.as<std::string>();
   fs::path p = fs::path(name).is_absolute() ? fs::path(name) : base_dir / name;
-  if (!fs::exists(p)) node.fail(fmt::format("calibration file '{}' not found", p.string()));
+  if (!path_exists(p.string())) node.fail(fmt::format("calibration file '{}' not found", p.string()));
   // The whole profile document as `dptwin calibrate` writes it (device: and network:).
   YamlNode cal = load_yaml_file(p.string());
   cal.check_keys({"name", "description", "source", "device", "network"});

@@ -64,7 +64,7 @@ ValidationMatrix parse_matrix(const YamlNode& root, const std::string& base_dir)
     m.cluster = c->as<std::string>();
     if (m.cluster.find('/') != std::string::npos || m.cluster.ends_with(".yaml")) {
       fs::path p = fs::path(m.cluster).is_absolute() ? fs::path(m.cluster) : fs::path(base_dir) / m.cluster;
-      if (!fs::exists(p)) c->fail(fmt::format("cluster file '{}' not found", p.string()));
+      if (!path_exists(p.string())) c->fail(fmt::format("cluster file '{}' not found", p.string()));
       m.cluster = fs::absolute(p).string();
     }
   }

@@ -298,6 +298,10 @@ TEST_CASE("errors name file, line, column and key") {
       {"model: tiny\ncluster: hal-v100\ndevices: [4, 0]\nstrategy: dps\n", {"t.yaml:3:", "devices[1]", ">= 1"}},
       {"model: tiny\ncluster: hal-v100\ndevices: [4, 128]\nstrategy: dps\n",
        {"t.yaml:3:", "devices[1]", "at most 64 devices"}},
+      // A path the system refuses (a name over NAME_MAX) is "not found", not a filesystem_error.
+      {"model: tiny\ncluster: " + std::string(300, 'c') + ".yaml\ndevices: 4\nstrategy: dps\n",
+       {"t.yaml:2:", "cluster file", "not found"}},
+      {base + "calibration: " + std::string(5000, 'p') + "/x.yaml\n", {"t.yaml:5:", "calibration file", "not found"}},
       {base + "micro_batch: 0\n", {"t.yaml:5:", "micro_batch", ">= 1"}},
       {base + "micro_batch: {single: 2}\n", {"t.yaml:5:", "micro_batch", "no micro_batch given for strategy 'dps'"}},
       {base + "micro_batch: {dpss: 2}\n", {"t.yaml:5:", "micro_batch.dpss", "did you mean 'dps'"}},
