@@ -8,6 +8,8 @@
 #include <vector>
 #include <fmt/format.h>
 
+#include "exec/result.hpp"
+
 namespace dptwin::exec {
 namespace {
 
@@ -189,9 +191,7 @@ double probe_comm_state(Communicator& comm, int reps) {
     acc[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
   }
   comm.allreduce(xs, ReduceOp::Max)->wait(timeout);
-  std::vector<double> v(xs.data_ptr<double>(), xs.data_ptr<double>() + reps);
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+  return compute_stats(std::vector<double>(xs.data_ptr<double>(), xs.data_ptr<double>() + reps)).median;
 }
 
 const char* to_string(ReduceOp op) {
