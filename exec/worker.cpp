@@ -69,7 +69,7 @@ void write_outputs(const ExecOptions& o, const TrainOutput& mine, const std::vec
 // completions of failed operations still record into it).
 // A multi-rank CPU run reads the host's communication state before and after
 // training (unrecorded), so that a validation can price its collectives at
-// the state it ran in (validate/README "The comm state").
+// the state it ran in (validate/README "The host's communication state").
 void run_rank(const ExecOptions& o, Communicator* comm, Recorder& rec) {
   const bool probe = comm && comm->size() > 1 && comm->backend() != "nccl";
   std::vector<double> state;

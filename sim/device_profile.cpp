@@ -289,17 +289,23 @@ double expected_slowest(const std::vector<double>& q, int n) {
   return e;
 }
 
-void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double fd) {
+void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double fd, bool blend_short_calls) {
   // GELU is vector arithmetic, not memory traffic: it follows the matmul probe
   // of its dtype. Seven pairs of calibrations minutes apart (rb26-rb32, the
   // add probe moving -13..+15% between the two), each GELU case of the second
   // at the first one's speed: RMS 3.1% (bf16) / 5.3% (fp32) off mapped by its
   // dtype's matmul ratio, 6.1% / 9.1% by the add probe's.
+  const double half_peak = spec.bf16_peak.value() > 0 ? spec.bf16_peak.value() : spec.fp16_peak.value();
+  const Time launch = launch_overhead;  // a point's call time at the speed it was fitted at
+  auto slow = [&](EfficiencyCurve* c, double f, double peak) {
+    if (blend_short_calls) c->slow_down_blended(f, fd, peak, launch);
+    else c->slow_down(f);
+  };
   for (EfficiencyCurve* c : {&matmul, &batched_matmul, &matmul_linear, &activation, &activation_backward})
-    c->slow_down(fm);
+    slow(c, fm, spec.fp32_peak.value());
   for (EfficiencyCurve* c : {&matmul_half, &batched_matmul_half, &matmul_o1, &activation_half, &activation_half_backward})
-    c->slow_down(fh);
-  for (EfficiencyCurve* c : {&memory, &memory_half}) c->slow_down(fe);
+    slow(c, fh, half_peak);
+  for (EfficiencyCurve* c : {&memory, &memory_half}) slow(c, fe, spec.memory_bandwidth.value());
   host_memcpy = Bandwidth(host_memcpy.value() / fe);
   launch_overhead = launch_overhead.scaled(fd);
   step_overhead = step_overhead.scaled(fd);
@@ -332,17 +338,7 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
     p.sync_exponent = interpolate_by_ranks(exponent, ranks);
     p.sync_latency = Time::from_seconds(interpolate_by_ranks(latency, ranks));
   }
-  if (f == 1.0) return p;
-  p.matmul.slow_down(f);
-  p.batched_matmul.slow_down(f);
-  p.matmul_linear.slow_down(f);
-  p.memory.slow_down(f);
-  for (EfficiencyCurve* c : {&p.memory_half, &p.matmul_half, &p.batched_matmul_half, &p.matmul_o1, &p.activation, &p.activation_backward,
-                             &p.activation_half, &p.activation_half_backward})
-    c->slow_down(f);
-  p.launch_overhead = p.launch_overhead.scaled(f);
-  p.step_overhead = p.step_overhead.scaled(f);
-  p.host_memcpy = Bandwidth(p.host_memcpy.value() / f);
+  if (f != 1.0) p.slow_down_by_class(f, f, f, f);
   return p;
 }
 
@@ -356,22 +352,11 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   const double fh = now.matmul_bf16_s > 0 && speed_reference.matmul_bf16_s > 0
                         ? ratio(now.matmul_bf16_s, speed_reference.matmul_bf16_s)
                         : fm;
-  // As slow_down_by_class, each table point blended with the dispatch ratio by
-  // its call's time. Only here: the speed states' slowest-of-N draws keep the
-  // class alone (blending those too put every short GEMM of a 2-rank step at
-  // the slowest of two bimodal dispatch draws; validate/README gap 8).
-  const double fp32 = spec.fp32_peak.value(), mem = spec.memory_bandwidth.value();
-  const double half = spec.bf16_peak.value() > 0 ? spec.bf16_peak.value() : spec.fp16_peak.value();
-  const Time launch = launch_overhead;
-  for (EfficiencyCurve* c : {&p.matmul, &p.batched_matmul, &p.matmul_linear, &p.activation, &p.activation_backward})
-    c->slow_down_blended(fm, fd, fp32, launch);
-  for (EfficiencyCurve* c : {&p.matmul_half, &p.batched_matmul_half, &p.matmul_o1, &p.activation_half,
-                             &p.activation_half_backward})
-    c->slow_down_blended(fh, fd, half, launch);
-  for (EfficiencyCurve* c : {&p.memory, &p.memory_half}) c->slow_down_blended(fe, fd, mem, launch);
-  p.host_memcpy = Bandwidth(p.host_memcpy.value() / fe);
-  p.launch_overhead = p.launch_overhead.scaled(fd);
-  p.step_overhead = p.step_overhead.scaled(fd);
+  // Each table point partly by the dispatch ratio, by its call's time. Only
+  // here: the speed states' slowest-of-N draws keep the class alone (blending
+  // those too put every short GEMM of a 2-rank step at the slowest of two
+  // bimodal dispatch draws; validate/README gap 8).
+  p.slow_down_by_class(fm, fh, fe, fd, /*blend_short_calls=*/true);
   p.speed_reference = now;
   return p;
 }

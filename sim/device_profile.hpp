@@ -226,8 +226,9 @@ struct DeviceProfile {
   SpeedStates speed_states;
   // Slows fp32 GEMM and activation tables by fm, bf16 ones (half and O1 GEMMs,
   // half activations) by fh, memory-class tables and host copies by fe,
-  // launch and step overheads by fd.
-  void slow_down_by_class(double fm, double fh, double fe, double fd);
+  // launch and step overheads by fd. With `blend_short_calls`, each table point
+  // partly by fd, by the dispatch share of its call (slow_down_blended).
+  void slow_down_by_class(double fm, double fh, double fe, double fd, bool blend_short_calls = false);
 };
 
 // Datasheet-based defaults for a device.
