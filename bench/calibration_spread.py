@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""What the speed probes leave of the host's state: the floor under calibration
+repeatability (issue 4: two calibrations within 5%).
+
+  bench/calibration_spread.py RUN_DIR [RUN_DIR ...]
+
+RUN_DIR: an output directory of bench/calibration_repeatability.py with its raw
+documents (profile-1.raw/compute-p*.json, profile-2.raw/...; `--passes 2` or
+more). Reads only the compute microbenchmarks and their probe readings; runs
+nothing. Every case is rescaled to its calibration's speed reference by the
+probe read next to it, as validate/profile_fit.cpp's normalized_to_speed does
+(its probe class, short calls partly by the dispatch reading next to them),
+then three tables:
+
+1. per duration decade of the case: the RMS of log differences between two
+   passes of one calibration, raw and rescaled (the sampling floor of one pass);
+2. per run: the RMS of log differences of the cases' medians over passes
+   between the two calibrations, the second brought to the first one's speed
+   reference as `--at-speed-of` moves the tables (by its class's ratio, short
+   calls partly by the dispatch ratio), and the share of cases more than 5%
+   apart;
+3. over all passes of all runs given: per probe class, op and decade, the slope
+   and correlation of a case's log change against its probe's log change
+   between any two passes, and the RMS the probe leaves unexplained.
+"""
+import glob
+import itertools
+import json
+import math
+import os
+import statistics
+import sys
+
+
+def dispatch_share(seconds):  # sim/device_profile.cpp: dispatch_share
+    all_dispatch, no_dispatch = 30e-6, 1e-3
+    if not seconds > all_dispatch:
+        return 1.0
+    if seconds >= no_dispatch:
+        return 0.0
+    return math.log(no_dispatch / seconds) / math.log(no_dispatch / all_dispatch)
+
+
+def cases(doc):
+    """{key: (seconds, probe class, probe seconds, dispatch seconds or None)} of one pass."""
+    out = {}
+    for section in ("compute", "optimizer", "memcpy"):
+        for i, r in enumerate(doc.get(section, [])):
+            p = r.get("probe", {})
+            if "seconds" not in r or not p.get("s", 0) > 0:
+                continue
+            what = r.get("op", section)
+            out[(section, what, r.get("dtype", ""), i)] = (r["seconds"], p["class"], p["s"], p.get("dispatch_s"))
+    return out
+
+
+def reference(passes):
+    by_class = {}
+    for c in passes:
+        for _, cls, probe, _ in c.values():
+            by_class.setdefault(cls, []).append(probe)
+    return {cls: statistics.median(v) for cls, v in by_class.items()}
+
+
+def rescaled(c, ref):
+    out = {}
+    for k, (s, cls, probe, dispatch) in c.items():
+        by_class = ref[cls] / probe
+        blend = dispatch and cls != "dispatch" and "dispatch" in ref
+        by_dispatch = ref["dispatch"] / dispatch if blend else by_class
+        share = dispatch_share(s) if blend else 0.0
+        out[k] = s * by_class ** (1 - share) * by_dispatch ** share
+    return out
+
+
+def decade(s):
+    return math.floor(math.log10(s))
+
+
+def rms(xs):
+    return math.sqrt(sum(x * x for x in xs) / len(xs)) if xs else float("nan")
+
+
+runs = sys.argv[1:]
+if not runs:
+    sys.exit(__doc__)
+calibrations = {}  # (run, 1|2) -> [cases of each pass]
+for run in runs:
+    for i in (1, 2):
+        files = sorted(glob.glob(os.path.join(run, "profile-%d.raw" % i, "compute-p*.json")))
+        if len(files) < 2:
+            sys.exit("%s: profile-%d.raw has fewer than two compute passes" % (run, i))
+        calibrations[(run, i)] = [cases(json.load(open(f))) for f in files]
+
+print("1. one pass to another within a calibration (RMS of log differences)")
+by_decade = {}
+for passes in calibrations.values():
+    ref = reference(passes)
+    norm = [rescaled(c, ref) for c in passes]
+    for a, b in itertools.combinations(range(len(passes)), 2):
+        for k, (s, *_rest) in passes[a].items():
+            if k in passes[b]:
+                d = by_decade.setdefault(decade(s), ([], []))
+                d[0].append(math.log(passes[b][k][0] / s))
+                d[1].append(math.log(norm[b][k] / norm[a][k]))
+print("%-14s %6s %8s %9s" % ("case seconds", "pairs", "raw", "rescaled"))
+for dec in sorted(by_decade):
+    raw, norm = by_decade[dec]
+    print("1e%-12d %6d %8.3f %9.3f" % (dec, len(raw), rms(raw), rms(norm)))
+
+print("\n2. the second calibration against the first, at the first one's speed reference")
+print("%-32s %6s %8s %10s" % ("run", "cases", "RMS", "over 5%"))
+for run in runs:
+    meds, refs = [], []
+    for i in (1, 2):
+        passes = calibrations[(run, i)]
+        ref = reference(passes)
+        norm = [rescaled(c, ref) for c in passes]
+        meds.append({k: statistics.median(n[k] for n in norm if k in n) for k in norm[0]})
+        refs.append(ref)
+    first = calibrations[(run, 1)][0]
+    devs = []
+    for k in meds[0]:
+        if k not in meds[1]:
+            continue
+        cls, blend = first[k][1], first[k][3] and first[k][1] != "dispatch"
+        share = dispatch_share(meds[1][k]) if blend else 0.0
+        move = (refs[0][cls] / refs[1][cls]) ** (1 - share) * (refs[0]["dispatch"] / refs[1]["dispatch"]) ** share
+        devs.append(math.log(meds[1][k] * move / meds[0][k]))
+    print("%-32s %6d %8.3f %9.0f%%" % (os.path.basename(os.path.normpath(run)), len(devs), rms(devs),
+                                      100.0 * sum(abs(d) > math.log(1.05) for d in devs) / len(devs)))
+
+print("\n3. a case's change against its probe's change, any two passes of all runs")
+groups = {}
+all_passes = [c for passes in calibrations.values() for c in passes]
+for a, b in itertools.combinations(all_passes, 2):
+    for k, (s1, cls, p1, _) in a.items():
+        if k not in b:
+            continue
+        s2, _, p2, _ = b[k]
+        x = math.log(p2 / p1)
+        if abs(x) < 1:  # a probe reading off by e or more is a broken reading, not a state
+            g = groups.setdefault((cls, k[1], k[2], decade(s1)), ([], []))
+            g[0].append(x)
+            g[1].append(math.log(s2 / s1))
+print("%-36s %6s %6s %6s %8s %8s" % ("probe class / op / dtype / decade", "pairs", "slope", "r", "case sd", "left sd"))
+for key in sorted(groups):
+    xs, ys = groups[key]
+    if len(xs) < 50:
+        continue
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    syy = sum((y - my) ** 2 for y in ys)
+    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+    if not (sxx > 0 and syy > 0):
+        continue
+    r = sxy / math.sqrt(sxx * syy)
+    print("%-36s %6d %6.2f %6.2f %8.3f %8.3f" % ("%s / %s / %s / 1e%d" % key, len(xs), sxy / sxx, r,
+                                                 math.sqrt(syy / len(ys)), math.sqrt(syy / len(ys) * (1 - r * r))))
