@@ -123,9 +123,11 @@ for run in runs:
     for k in meds[0]:
         if k not in meds[1]:
             continue
-        cls, blend = first[k][1], first[k][3] and first[k][1] != "dispatch"
+        cls = first[k][1]
+        blend = first[k][3] and cls != "dispatch" and "dispatch" in refs[0] and "dispatch" in refs[1]
         share = dispatch_share(meds[1][k]) if blend else 0.0
-        move = (refs[0][cls] / refs[1][cls]) ** (1 - share) * (refs[0]["dispatch"] / refs[1]["dispatch"]) ** share
+        by_dispatch = refs[0]["dispatch"] / refs[1]["dispatch"] if blend else 1.0
+        move = (refs[0][cls] / refs[1][cls]) ** (1 - share) * by_dispatch ** share
         devs.append(math.log(meds[1][k] * move / meds[0][k]))
     print("%-32s %6d %8.3f %9.0f%%" % (os.path.basename(os.path.normpath(run)), len(devs), rms(devs),
                                       100.0 * sum(abs(d) > math.log(1.05) for d in devs) / len(devs)))

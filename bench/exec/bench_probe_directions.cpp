@@ -17,28 +17,24 @@
 //   build/bench/exec/bench_probe_directions [--seconds 300] [--block 50]
 //
 // Threads are pinned to one (set OMP_NUM_THREADS=OPENBLAS_NUM_THREADS=1 too).
+#include <CLI/CLI.hpp>
 #include <torch/torch.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
 
+#include "exec/result.hpp"
+
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+using dptwin::exec::compute_stats;
 
 // Median seconds of `reps` calls after one warm-up call.
 double timed(const std::function<void()>& f, int reps) {
@@ -49,7 +45,7 @@ double timed(const std::function<void()>& f, int reps) {
     f();
     xs.push_back(std::chrono::duration<double>(Clock::now() - t).count());
   }
-  return median(xs);
+  return compute_stats(std::move(xs)).median;
 }
 
 std::vector<torch::Tensor> pool(std::vector<int64_t> shape, torch::ScalarType dt, int n) {
@@ -84,14 +80,10 @@ std::pair<double, double> fit(const std::vector<double>& x, const std::vector<do
 int main(int argc, char** argv) {
   double seconds = 300;
   int block = 50;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--seconds")) seconds = std::atof(argv[i + 1]);
-    else if (!std::strcmp(argv[i], "--block")) block = std::atoi(argv[i + 1]);
-  }
-  if (!(seconds > 0) || block < 1) {
-    std::fprintf(stderr, "usage: bench_probe_directions [--seconds S > 0] [--block N >= 1]\n");
-    return 2;
-  }
+  CLI::App app{"which calibration speed probe each kind of op follows on this host"};
+  app.add_option("--seconds", seconds, "how long to read")->check(CLI::PositiveNumber);
+  app.add_option("--block", block, "iterations a block (its medians are correlated)")->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
   torch::set_num_threads(1);
   torch::NoGradGuard no_grad;
 
@@ -106,15 +98,16 @@ int main(int argc, char** argv) {
        SZ = pool({1 << 20}, torch::kFloat, kStream);
   int s = 0;
   auto a4 = torch::randn({4096}), b4 = torch::randn({4096}), c4 = torch::empty({4096});
-  // Ops of a step, on pools of operands.
+  // Ops of a step, on pools of operands, in the compute suite's forms (tanh
+  // GELU, layernorm without affine parameters into preallocated outputs).
   auto SM = pool({256, 1024}, torch::kFloat, 64), SMo = pool({256, 1024}, torch::kFloat, 64);
   auto SH = pool({256, 1024}, torch::kBFloat16, 64), SHo = pool({256, 1024}, torch::kBFloat16, 64);
-  auto LN = pool({512, 768}, torch::kFloat, 48);
+  auto LN = pool({512, 768}, torch::kFloat, 48), LNo = pool({512, 768}, torch::kFloat, 48);
+  auto LNm = pool({512, 1}, torch::kFloat, 48), LNr = pool({512, 1}, torch::kFloat, 48);
   auto GE = pool({512, 1024}, torch::kFloat, 48), GEo = pool({512, 1024}, torch::kFloat, 48);
   auto AD = pool({65536}, torch::kFloat, 64), ADo = pool({65536}, torch::kFloat, 64);
   auto MA = pool({32, 64}, torch::kFloat, 16), MB = pool({64, 192}, torch::kFloat, 16);
   auto GA = pool({256, 768}, torch::kFloat, 16), GB = pool({768, 768}, torch::kFloat, 16);
-  auto lw = torch::ones({768}), lb = torch::zeros({768});
   size_t k = 0;
   auto next = [&k](std::vector<torch::Tensor>& v) -> torch::Tensor& { return v[k++ % v.size()]; };
 
@@ -127,8 +120,10 @@ int main(int argc, char** argv) {
       {"add 4K", true, [&] { return timed([&] { at::add_out(c4, a4, b4); }, 50); }, {}},
       {"softmax fp32 256x1024", false, [&] { return timed([&] { auto& i = next(SM); at::_softmax_out(next(SMo), i, -1, false); }, 32); }, {}},
       {"softmax bf16 256x1024", false, [&] { return timed([&] { auto& i = next(SH); at::_softmax_out(next(SHo), i, -1, false); }, 32); }, {}},
-      {"layernorm fp32 512x768", false, [&] { return timed([&] { auto o = at::layer_norm(next(LN), {768}, lw, lb); }, 24); }, {}},
-      {"gelu fp32 512x1024", false, [&] { return timed([&] { auto& i = next(GE); at::gelu_out(next(GEo), i); }, 24); }, {}},
+      {"layernorm fp32 512x768", false, [&] { return timed([&] {
+         const size_t j = k++ % LN.size();
+         at::native_layer_norm_out(LNo[j], LNm[j], LNr[j], LN[j], {768}, {}, {}, 1e-5); }, 24); }, {}},
+      {"gelu tanh fp32 512x1024", false, [&] { return timed([&] { auto& i = next(GE); at::gelu_out(next(GEo), i, "tanh"); }, 24); }, {}},
       {"add fp32 64K", false, [&] { return timed([&] { auto& i = next(AD); at::add_out(next(ADo), i, i); }, 50); }, {}},
       {"gemm fp32 32x64x192", false, [&] { return timed([&] { auto& a = next(MA); auto o = torch::matmul(a, next(MB)); }, 50); }, {}},
       {"gemm fp32 256x768x768", false, [&] { return timed([&] { auto& a = next(GA); auto o = torch::matmul(a, next(GB)); }, 8); }, {}},
@@ -149,8 +144,8 @@ int main(int argc, char** argv) {
   for (Series& x : series) {
     std::vector<double> b;
     for (size_t i = 0; i < blocks; ++i)
-      b.push_back(std::log(median({x.xs.begin() + static_cast<long>(i * block),
-                                   x.xs.begin() + static_cast<long>((i + 1) * block)})));
+      b.push_back(std::log(compute_stats({x.xs.begin() + static_cast<long>(i * block),
+                                          x.xs.begin() + static_cast<long>((i + 1) * block)}).median));
     x.xs = std::move(b);
   }
   std::printf("%-24s %9s %6s", "op (median)", "seconds", "sd");
@@ -161,9 +156,8 @@ int main(int argc, char** argv) {
     if (p.probe) std::printf(" | %8s %10s", "r", "slope");
   std::printf("\n");
   for (const Series& c : series) {
-    double sd = 0, m = std::accumulate(c.xs.begin(), c.xs.end(), 0.0) / static_cast<double>(blocks);
-    for (double v : c.xs) sd += (v - m) * (v - m);
-    std::printf("%-24s %9.3g %6.3f", c.name.c_str(), std::exp(median(c.xs)), std::sqrt(sd / static_cast<double>(blocks)));
+    const auto st = compute_stats(c.xs);
+    std::printf("%-24s %9.3g %6.3f", c.name.c_str(), std::exp(st.median), st.stdev);
     for (const Series& p : series) {
       if (!p.probe) continue;
       const auto [r, slope] = fit(p.xs, c.xs);
