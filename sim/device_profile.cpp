@@ -134,7 +134,7 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
   }
   if (auto n = node.find("ranks_share_machine")) p.ranks_share_machine = n->as<bool>();
   if (auto n = node.find("speed_reference")) {
-    n->check_keys({"matmul", "matmul_bf16", "elementwise", "dispatch"});
+    n->check_keys({"matmul", "matmul_bf16", "elementwise", "elementwise_form", "dispatch"});
     auto probe_time = [&](const char* k) {
       const YamlNode& v = n->at(k);
       const double t = v.as_time().seconds();
@@ -143,6 +143,11 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     };
     p.speed_reference = {probe_time("matmul"), probe_time("elementwise"), probe_time("dispatch"),
                          n->has("matmul_bf16") ? probe_time("matmul_bf16") : 0.0};
+    if (auto f = n->find("elementwise_form")) {
+      const std::string form = f->as<std::string>();
+      if (form != "streaming" && form != "cached") f->fail(fmt::format("unknown form '{}' (streaming, cached)", form));
+      p.speed_reference.elementwise_form = form;
+    }
   }
   if (auto n = node.find("speed_states")) {  // {cores: 2, matmul: [ratios...], matmul_bf16: [...], ...}
     n->check_keys({"cores", "matmul", "matmul_bf16", "elementwise", "dispatch"});
@@ -347,7 +352,9 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   if (speed_reference.empty() || now.empty()) return p;
   auto ratio = [](double a, double b) { return std::clamp(a / b, 0.2, 5.0); };
   const double fm = ratio(now.matmul_s, speed_reference.matmul_s);
-  const double fe = ratio(now.elementwise_s, speed_reference.elementwise_s);
+  // A reading of another form of the add probe says nothing about the memory tables.
+  const bool same_add = now.elementwise_comparable(speed_reference);
+  const double fe = same_add ? ratio(now.elementwise_s, speed_reference.elementwise_s) : 1.0;
   const double fd = ratio(now.dispatch_s, speed_reference.dispatch_s);
   const double fh = now.matmul_bf16_s > 0 && speed_reference.matmul_bf16_s > 0
                         ? ratio(now.matmul_bf16_s, speed_reference.matmul_bf16_s)
@@ -358,6 +365,10 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   // bimodal dispatch draws; validate/README gap 8).
   p.slow_down_by_class(fm, fh, fe, fd, /*blend_short_calls=*/true);
   p.speed_reference = now;
+  if (!same_add) {  // the memory tables stay at the reference's add reading
+    p.speed_reference.elementwise_s = speed_reference.elementwise_s;
+    p.speed_reference.elementwise_form = speed_reference.elementwise_form;
+  }
   return p;
 }
 

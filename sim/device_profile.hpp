@@ -60,7 +60,14 @@ struct EfficiencyCurve {
 struct SpeedProbe {
   double matmul_s = 0, elementwise_s = 0, dispatch_s = 0;
   double matmul_bf16_s = 0;  // 0: not read (older profiles): bf16 GEMMs follow matmul_s
+  // How the add was read: "streaming" (each add on its own operands, beyond the
+  // cache) or "cached" (one pair of 4 MiB tensors: profiles and probes before
+  // the streaming form, hence the default). Readings of two forms are not
+  // comparable: at_speed leaves the memory tables alone between them.
+  std::string elementwise_form = "cached";
   bool empty() const { return !(matmul_s > 0 && elementwise_s > 0 && dispatch_s > 0); }
+  // Whether this reading's elementwise figure compares with `other`'s.
+  bool elementwise_comparable(const SpeedProbe& other) const { return elementwise_form == other.elementwise_form; }
 };
 
 // How the machine's speed spreads while it is measured, per speed-probe class:

@@ -204,6 +204,13 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
     }
     if (compute_passes.empty())
       throw InputError({}, "--input", "no compute-mode microbenchmark document among the inputs");
+    // Their probe readings are the rescaling's reference: one form of the add probe.
+    for (size_t i = 1; i < compute_passes.size(); ++i)
+      if (elementwise_probe_form(compute_passes[i]) != elementwise_probe_form(compute_passes[0]))
+        throw InputError({}, "--input",
+                         fmt::format("the compute documents read the elementwise speed probe in two forms ({} and {}): "
+                                     "refit documents of one dptwin-microbench version",
+                                     elementwise_probe_form(compute_passes[0]), elementwise_probe_form(compute_passes[i])));
   } else {
     fs::create_directories(raw_dir);
     const std::string bin = find_microbench_binary(o.microbench);

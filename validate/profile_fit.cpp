@@ -349,6 +349,14 @@ json probe_readings(const std::vector<json>& docs) {
   return out;
 }
 
+std::string elementwise_probe_form(const json& doc) {
+  std::string form = "cached";
+  if (doc.contains("speed_reference") && doc.at("speed_reference").is_object())
+    for (const auto& [when, probe] : doc.at("speed_reference").items())
+      if (probe.is_object() && probe.contains("elementwise_form")) form = probe.at("elementwise_form").get<std::string>();
+  return form;
+}
+
 sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int points) {
   // A reading's level: its pass's median reading of its class where the
   // readings name their pass, else `ref`. A pass that sat in another state of
@@ -573,7 +581,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     // Every figure is at the probe readings' median speed: that is the reference.
     const json& n = compute.at("normalized_to");
     auto at = [&](const char* k) { return n.contains(k) ? n.at(k).get<double>() : 0.0; };
-    p.speed_reference = {at("matmul"), at("elementwise"), at("dispatch"), at("matmul_bf16")};
+    p.speed_reference = {at("matmul"), at("elementwise"), at("dispatch"), at("matmul_bf16"),
+                         elementwise_probe_form(compute)};
     diag["speed_reference"] = n;
     // ... and the readings' spread around it: a step of N ranks runs at its slowest core's pace.
     p.speed_states = speed_states(compute, n.get<SpeedReference>());
@@ -591,7 +600,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
         if (sr.contains(when)) prod *= num(sr.at(when), k), ++count;
       return count ? std::pow(prod, 1.0 / count) : 0.0;
     };
-    p.speed_reference = {both("matmul_s"), both("elementwise_s"), both("dispatch_s")};
+    p.speed_reference = {both("matmul_s"), both("elementwise_s"), both("dispatch_s"), 0.0,
+                         elementwise_probe_form(compute)};
     diag["speed_reference"] = sr;
   }
   if (compute.contains("memcpy") && !compute.at("memcpy").empty()) {
@@ -880,13 +890,15 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   }
   if (p.ranks_share_machine) y += "  ranks_share_machine: true\n";
   if (!p.speed_reference.empty())
-    y += fmt::format("  speed_reference: {{matmul: {}, {}elementwise: {}, dispatch: {}}}   # the machine's speed meanwhile\n",
-                     fmt_time(Time::from_seconds(p.speed_reference.matmul_s)),
-                     p.speed_reference.matmul_bf16_s > 0
-                         ? fmt::format("matmul_bf16: {}, ", fmt_time(Time::from_seconds(p.speed_reference.matmul_bf16_s)))
-                         : std::string(),
-                     fmt_time(Time::from_seconds(p.speed_reference.elementwise_s)),
-                     fmt_time(Time::from_seconds(p.speed_reference.dispatch_s)));
+    y += fmt::format(
+        "  speed_reference: {{matmul: {}, {}elementwise: {}, elementwise_form: {}, dispatch: {}}}   # the machine's speed "
+        "meanwhile\n",
+        fmt_time(Time::from_seconds(p.speed_reference.matmul_s)),
+        p.speed_reference.matmul_bf16_s > 0
+            ? fmt::format("matmul_bf16: {}, ", fmt_time(Time::from_seconds(p.speed_reference.matmul_bf16_s)))
+            : std::string(),
+        fmt_time(Time::from_seconds(p.speed_reference.elementwise_s)), p.speed_reference.elementwise_form,
+        fmt_time(Time::from_seconds(p.speed_reference.dispatch_s)));
   if (!p.speed_states.empty()) {
     const sim::SpeedStates& s = p.speed_states;
     y += "  speed_states:   # the probe readings' quantiles / speed_reference; a step of N ranks runs at its slowest core's pace\n";

@@ -118,6 +118,10 @@ struct FitReport {
 // their own reading and the figure in "dispatch" becomes their median.
 // A document already normalised, or without readings, is returned as it is.
 using SpeedReference = std::map<std::string, double>;
+// The form of the elementwise speed probe a compute document was read with
+// (its speed_reference's "elementwise_form"; "cached" where it names none,
+// documents of the form before "streaming"): sim::SpeedProbe::elementwise_form.
+std::string elementwise_probe_form(const nlohmann::json& doc);
 SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
 nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);
 // The share of a call's time that follows the dispatch speed: sim::dispatch_share.

@@ -333,11 +333,10 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
     // (host_sharing), so the speed relative to the reference is divided by it.
     const int procs = probed_now ? probe_processes(m, c.ranks) : 1;
     const double f = point.profile.sharing_factor(procs);
-    const sim::SpeedProbe at{now.matmul_s / f, now.elementwise_s / f, now.dispatch_s / f, now.matmul_bf16_s / f};
-    out.speed = {{"matmul", at.matmul_s / ref.matmul_s},
-                 {"elementwise", at.elementwise_s / ref.elementwise_s},
-                 {"dispatch", at.dispatch_s / ref.dispatch_s},
-                 {"probe_processes", procs}};
+    const sim::SpeedProbe at{now.matmul_s / f, now.elementwise_s / f, now.dispatch_s / f, now.matmul_bf16_s / f,
+                             now.elementwise_form};
+    out.speed = {{"matmul", at.matmul_s / ref.matmul_s}, {"dispatch", at.dispatch_s / ref.dispatch_s}, {"probe_processes", procs}};
+    if (at.elementwise_comparable(ref)) out.speed["elementwise"] = at.elementwise_s / ref.elementwise_s;
     if (at.matmul_bf16_s > 0 && ref.matmul_bf16_s > 0) out.speed["matmul_bf16"] = at.matmul_bf16_s / ref.matmul_bf16_s;
     point.profile = point.profile.at_speed(at);
     if (!states.empty() && !point.profile.speed_states.empty()) point.profile.speed_states = states;
@@ -459,6 +458,7 @@ std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string&
 sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o, int ranks) {
   if (o.speed_probe.empty()) return {};
   std::vector<double> mm, el, di, mh;
+  std::string form = "cached";
   const std::vector<json> docs = run_speed_probes(m, o.speed_probe, probe_processes(m, ranks));
   try {
     for (const auto& d : docs) {
@@ -467,12 +467,13 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
       el.push_back(sp.at("elementwise_s").get<double>());
       di.push_back(sp.at("dispatch_s").get<double>());
       if (sp.contains("matmul_bf16_s")) mh.push_back(sp.at("matmul_bf16_s").get<double>());
+      form = sp.value("elementwise_form", form);
     }
   } catch (const std::exception&) {
     mm.clear();
   }
   sim::SpeedProbe p;
-  if (!mm.empty()) p = {median(mm), median(el), median(di), mh.size() == mm.size() ? median(mh) : 0.0};
+  if (!mm.empty()) p = {median(mm), median(el), median(di), mh.size() == mm.size() ? median(mh) : 0.0, form};
   if (p.empty() && o.log) o.log("note: the speed probe failed; this prediction is not drift-compensated");
   return p;
 }
@@ -488,9 +489,14 @@ void probe_states(const ValidationMatrix& m, const ValidationOptions& o, json& p
     if (o.log) o.log("note: the speed probe failed before this run; its readings are missing from the run states");
     return;
   }
+  const json& speed = docs.front().contains("speed") ? docs.front().at("speed") : json::object();
+  const std::string form = speed.value("elementwise_form", "cached");
   for (const auto& [cls, v] : docs.front().at("speed_readings").items())
     for (const auto& x : v)
-      if (x.is_number()) pool.push_back({{"class", cls}, {"s", x}});
+      if (x.is_number()) {
+        pool.push_back({{"class", cls}, {"s", x}});
+        if (cls == "elementwise") pool.back()["form"] = form;
+      }
 }
 
 // Every case predicted again at the speed states of the validation's own probe
@@ -512,14 +518,27 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
   // (each against its pass's level): the level moves the profile by at_speed,
   // short calls' table points partly by the dispatch ratio; the spread
   // replaces its speed states, class by class (validate/README gap 8).
+  // Add readings of another form than the profile's reference say nothing
+  // about it: that class keeps the profile's level and states.
+  json usable = json::array();
+  std::string other_form;
+  for (const auto& x : pool) {
+    const std::string form = x.value("form", r.elementwise_form);
+    if (form == r.elementwise_form) usable.push_back(x);
+    else other_form = form;
+  }
+  if (!other_form.empty() && o.log)
+    o.log(fmt::format("note: the profile's elementwise speed reference was read by the {} add probe, this "
+                      "dptwin-microbench reads the {} one: the memory tables stay at the profile's speed (calibrate again)",
+                      r.elementwise_form, other_form));
   std::map<std::string, std::vector<double>> by_class;
-  for (const auto& x : pool) by_class[x.at("class").get<std::string>()].push_back(x.at("s").get<double>());
+  for (const auto& x : usable) by_class[x.at("class").get<std::string>()].push_back(x.at("s").get<double>());
   SpeedReference level = ref;
   for (const auto& [cls, v] : by_class)
     if (ref.count(cls) && !v.empty()) level[cls] = median(v);
-  sim::SpeedStates states = speed_states(json{{"cores", cores}, {"probe_readings", pool}}, level);
+  sim::SpeedStates states = speed_states(json{{"cores", cores}, {"probe_readings", usable}}, level);
   if (states.empty()) return false;
-  json summary = {{"states", "probed during the validation"}, {"readings", pool.size()}};
+  json summary = {{"states", "probed during the validation"}, {"readings", usable.size()}};
   for (const char* cls : sim::SpeedStates::kClasses) {
     std::vector<double>* q = states.of(cls);
     const std::vector<double>* mine = profile.speed_states.of(cls);
@@ -552,7 +571,7 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
     for (const char* cls : sim::SpeedStates::kClasses)
       by_class.push_back(fmt::format("{} {:.2f} / {:.2f}", cls, summary[cls]["mean"].get<double>(),
                                      summary[cls]["profile_mean"].get<double>()));
-    o.log(fmt::format("speed states during the runs ({} readings), mean / the profile's: {}", pool.size(),
+    o.log(fmt::format("speed states during the runs ({} readings), mean / the profile's: {}", usable.size(),
                       fmt::join(by_class, ", ")));
     std::vector<std::string> by_ranks;
     for (auto [n, s] : comm)

@@ -3,14 +3,15 @@
 //
 // The calibration rescales every compute case by one probe class read next to
 // it (exec/microbench's SpeedProbe: a 512x768x768 GEMM in fp32 and bf16, a
-// 1M-element add on one cached set of operands, a one-element in-place add
-// for the dispatch cost), and `dptwin validate --run-states` moves the profile
+// 1M-element add streaming over a pool larger than the cache (since
+// 2026-12-06; before, on one cached set of operands), a one-element in-place
+// add for the dispatch cost), and `dptwin validate --run-states` moves the profile
 // by the same classes. That works as far as each kind of op moves with its
 // class's probe when the host's state moves. This benchmark reads the probes
 // and a few ops of a training step back to back for a while, each op on a
-// pool of operands larger than the cache as the compute suite does, plus two
-// candidate probes (an add streaming over a pool larger than the cache, a
-// 4K-element add), and prints, for medians over blocks of consecutive
+// pool of operands larger than the cache as the compute suite does, plus the
+// former cached add probe and a candidate (a 4K-element add), and prints, for
+// medians over blocks of consecutive
 // iterations, each op's correlation and slope (log change against log change)
 // against every probe: the probe an op follows has r near 1.
 //
@@ -92,7 +93,7 @@ int main(int argc, char** argv) {
   auto Ah = A.to(torch::kBFloat16), Bh = B.to(torch::kBFloat16), Ch = C.to(torch::kBFloat16);
   auto x = torch::randn({1 << 20}), y = torch::randn({1 << 20}), z = torch::empty({1 << 20});
   auto one = torch::zeros({1});
-  // Candidates: an add streaming over 24 x 12 MiB, a 4K-element add.
+  // The add probe streaming over 24 x 12 MiB as SpeedProbe reads it; a 4K-element add (a candidate).
   constexpr int kStream = 24;
   auto SX = pool({1 << 20}, torch::kFloat, kStream), SY = pool({1 << 20}, torch::kFloat, kStream),
        SZ = pool({1 << 20}, torch::kFloat, kStream);
@@ -114,9 +115,9 @@ int main(int argc, char** argv) {
   std::vector<Series> series = {
       {"gemm fp32 (probe)", true, [&] { return timed([&] { at::matmul_out(C, A, B); }, 3); }, {}},
       {"gemm bf16 (probe)", true, [&] { return timed([&] { at::matmul_out(Ch, Ah, Bh); }, 3); }, {}},
-      {"add cached (probe)", true, [&] { return timed([&] { at::add_out(z, x, y); at::add_out(z, x, y); }, 3) / 2; }, {}},
+      {"add cached (former)", true, [&] { return timed([&] { at::add_out(z, x, y); at::add_out(z, x, y); }, 3) / 2; }, {}},
       {"dispatch (probe)", true, [&] { return timed([&] { for (int i = 0; i < 200; ++i) one.add_(1.0); }, 3) / 200; }, {}},
-      {"add streaming", true, [&] { return timed([&] { at::add_out(SZ[s], SX[s], SY[s]); s = (s + 1) % kStream; }, kStream); }, {}},
+      {"add stream (probe)", true, [&] { return timed([&] { at::add_out(SZ[s], SX[s], SY[s]); s = (s + 1) % kStream; }, kStream); }, {}},
       {"add 4K", true, [&] { return timed([&] { at::add_out(c4, a4, b4); }, 50); }, {}},
       {"softmax fp32 256x1024", false, [&] { return timed([&] { auto& i = next(SM); at::_softmax_out(next(SMo), i, -1, false); }, 32); }, {}},
       {"softmax bf16 256x1024", false, [&] { return timed([&] { auto& i = next(SH); at::_softmax_out(next(SHo), i, -1, false); }, 32); }, {}},

@@ -155,6 +155,18 @@ with tempfile.TemporaryDirectory() as tmp:
             check(r3.returncode == 0 and body("refit.yaml") == body("two.yaml"),
                   "calibrate --input with both passes' raw documents refits the profile the passes gave"
                   + ("" if r3.returncode == 0 else ": " + r3.stderr[-300:]))
+            check("elementwise_form: streaming" in open(os.path.join(tmp, "two.yaml")).read(),
+                  "the profile names the form of the add probe its reference was read with")
+            # A pass read by the older (cached) add probe cannot be rescaled with a streaming one.
+            old_pass = json.load(open(os.path.join(raw2, "compute-p1.json")))
+            for probe in old_pass.get("speed_reference", {}).values():
+                probe.pop("elementwise_form", None)
+            with open(os.path.join(tmp, "cached-p1.json"), "w") as f:
+                json.dump(old_pass, f)
+            r4 = subprocess.run([cli, "calibrate", "--input", os.path.join(raw2, "compute-p0.json") + "," + os.path.join(tmp, "cached-p1.json"),
+                                 "--out", os.path.join(tmp, "mixed.yaml")], capture_output=True, text=True, timeout=120)
+            check(r4.returncode != 0 and "--input" in r4.stderr and "two forms" in r4.stderr,
+                  "calibrate --input refuses passes read by two forms of the add probe: " + r4.stderr.strip()[-200:])
         runs = [e["run"] for e in diag.get("runs_steal_pct", [])]
         check("compute run" in runs and "comm run, 2 ranks" in runs
               and all(0 <= e["steal_pct"] <= 100 and e["attempt"] >= 1 for e in diag["runs_steal_pct"]),

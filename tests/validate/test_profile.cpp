@@ -404,6 +404,40 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   sim::DeviceProfile q2 = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q2);
   CHECK(q2.speed_reference.matmul_bf16_s == doctest::Approx(5e-4).epsilon(1e-3).scale(0));
+  CHECK(q2.speed_reference.elementwise_form == "cached");
+}
+
+TEST_CASE("drift compensation: an add probe of another form leaves the memory tables alone") {
+  sim::DeviceProfile p = sample_profile();
+  p.memory.table = {{1e6, 0.7}, {1e9, 0.7}};
+  p.speed_reference = {1e-3, 2e-4, 3e-6, 0.0, "streaming"};
+  // The same form: memory 1.5x slower; the cached form (an older probe): unchanged, the GEMMs 2x either way.
+  const sim::DeviceProfile same = p.at_speed({2e-3, 3e-4, 3e-6, 0.0, "streaming"});
+  const sim::DeviceProfile other = p.at_speed({2e-3, 3e-4, 3e-6, 0.0, "cached"});
+  CHECK(same.memory.at(1e9) == doctest::Approx(0.7 / 1.5));
+  CHECK(other.memory.at(1e9) == doctest::Approx(0.7));
+  CHECK(other.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
+  CHECK(other.host_memcpy.value() == doctest::Approx(p.host_memcpy.value()));
+  // The moved profile's reference keeps the add reading its memory tables are at.
+  CHECK(other.speed_reference.elementwise_form == "streaming");
+  CHECK(other.speed_reference.elementwise_s == doctest::Approx(2e-4));
+  CHECK(other.speed_reference.matmul_s == doctest::Approx(2e-3));
+  // The form round-trips through the profile YAML; an unknown one is refused naming the key.
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  const std::string y = profile_yaml(p, "t", "test", "gloo");
+  CHECK(y.find("elementwise_form: streaming") != std::string::npos);
+  sim::apply_profile_document(load_yaml_string(y, "t.yaml"), q);
+  CHECK(q.speed_reference.elementwise_form == "streaming");
+  try {
+    sim::apply_profile_document(
+        load_yaml_string("device: {speed_reference: {matmul: 1 ms, elementwise: 1 ms, elementwise_form: warm, dispatch: 1 us}}\n",
+                         "b.yaml"),
+        q);
+    FAIL("an unknown elementwise_form was accepted");
+  } catch (const InputError& e) {
+    CHECK(std::string(e.what()).find("elementwise_form") != std::string::npos);
+    CHECK(std::string(e.what()).find("b.yaml") != std::string::npos);
+  }
 }
 
 TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core") {
