@@ -349,12 +349,14 @@ json probe_readings(const std::vector<json>& docs) {
   return out;
 }
 
+std::string elementwise_form_of(const json& probe) {
+  return probe.is_object() ? probe.value("elementwise_form", sim::SpeedProbe{}.elementwise_form)
+                           : sim::SpeedProbe{}.elementwise_form;
+}
+
 std::string elementwise_probe_form(const json& doc) {
-  std::string form = "cached";
-  if (doc.contains("speed_reference") && doc.at("speed_reference").is_object())
-    for (const auto& [when, probe] : doc.at("speed_reference").items())
-      if (probe.is_object() && probe.contains("elementwise_form")) form = probe.at("elementwise_form").get<std::string>();
-  return form;
+  const json& sr = doc.contains("speed_reference") ? doc.at("speed_reference") : json::object();
+  return elementwise_form_of(sr.contains("start") ? sr.at("start") : json::object());
 }
 
 sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int points) {

@@ -118,9 +118,12 @@ struct FitReport {
 // their own reading and the figure in "dispatch" becomes their median.
 // A document already normalised, or without readings, is returned as it is.
 using SpeedReference = std::map<std::string, double>;
-// The form of the elementwise speed probe a compute document was read with
-// (its speed_reference's "elementwise_form"; "cached" where it names none,
-// documents of the form before "streaming"): sim::SpeedProbe::elementwise_form.
+// The form of the elementwise speed probe one probe result was read with
+// (dptwin-microbench's "speed" object, or a compute document's
+// speed_reference.start/end: its "elementwise_form"; where it names none, the
+// form before "streaming", sim::SpeedProbe's default), and that of a compute
+// document (its speed_reference's).
+std::string elementwise_form_of(const nlohmann::json& probe);
 std::string elementwise_probe_form(const nlohmann::json& doc);
 SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
 nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);

@@ -458,7 +458,7 @@ std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string&
 sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& o, int ranks) {
   if (o.speed_probe.empty()) return {};
   std::vector<double> mm, el, di, mh;
-  std::string form = "cached";
+  std::string form;
   const std::vector<json> docs = run_speed_probes(m, o.speed_probe, probe_processes(m, ranks));
   try {
     for (const auto& d : docs) {
@@ -467,7 +467,7 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
       el.push_back(sp.at("elementwise_s").get<double>());
       di.push_back(sp.at("dispatch_s").get<double>());
       if (sp.contains("matmul_bf16_s")) mh.push_back(sp.at("matmul_bf16_s").get<double>());
-      form = sp.value("elementwise_form", form);
+      form = elementwise_form_of(sp);  // one binary: every process's alike
     }
   } catch (const std::exception&) {
     mm.clear();
@@ -489,8 +489,7 @@ void probe_states(const ValidationMatrix& m, const ValidationOptions& o, json& p
     if (o.log) o.log("note: the speed probe failed before this run; its readings are missing from the run states");
     return;
   }
-  const json& speed = docs.front().contains("speed") ? docs.front().at("speed") : json::object();
-  const std::string form = speed.value("elementwise_form", "cached");
+  const std::string form = elementwise_form_of(docs.front().value("speed", json::object()));
   for (const auto& [cls, v] : docs.front().at("speed_readings").items())
     for (const auto& x : v)
       if (x.is_number()) {
