@@ -372,12 +372,18 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   return p;
 }
 
+double DeviceProfile::comm_state_exponent_for(int ranks) const {
+  for (auto [n, b] : comm_state_exponent)
+    if (n == ranks) return b;
+  return 1.0;
+}
+
 DeviceProfile DeviceProfile::at_comm_state(const std::vector<std::pair<int, double>>& now) const {
   DeviceProfile p = *this;
   for (auto [n, s] : now) {
     auto ref = std::find_if(p.comm_reference.begin(), p.comm_reference.end(), [n = n](const auto& r) { return r.first == n; });
     if (ref == p.comm_reference.end() || ref->second <= 0 || s <= 0) continue;
-    const double f = std::clamp(s / ref->second, 0.2, 5.0);
+    const double f = std::pow(std::clamp(s / ref->second, 0.2, 5.0), comm_state_exponent_for(n));
     for (CommCalibration& t : p.network) {
       if (t.ranks != n) continue;
       for (CommRegime& g : t.regimes) {
@@ -394,15 +400,21 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
   node.check_keys({"backend", "source", "tables", "state_reference"});
   p.network.clear();
   p.comm_reference.clear();
+  p.comm_state_exponent.clear();
   if (auto sr = node.find("state_reference")) {
     for (const auto& e : sr->items()) {
-      e.check_keys({"ranks", "allreduce_4k"});
+      e.check_keys({"ranks", "allreduce_4k", "exponent"});
       const int n = e.at("ranks").as_positive_int();
       const double s = e.at("allreduce_4k").as_time().seconds();
       if (s <= 0) e.at("allreduce_4k").fail("must be positive");
       if (!p.comm_reference.empty() && n <= p.comm_reference.back().first)
         e.at("ranks").fail("state_reference entries need ascending ranks");
       p.comm_reference.emplace_back(n, s);
+      if (auto b = e.find("exponent")) {
+        const double x = b->as_non_negative();
+        if (x > 1) b->fail("must be within [0, 1] (how far the collectives follow the probe)");
+        p.comm_state_exponent.emplace_back(n, x);
+      }
     }
   }
   if (auto t = node.find("tables")) {

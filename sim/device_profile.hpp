@@ -199,11 +199,18 @@ struct DeviceProfile {
   // 4 KiB allreduce among N ranks (exec's probe_comm_state), (N, seconds) in
   // ascending N (`network: state_reference`). Empty: not recorded.
   std::vector<std::pair<int, double>> comm_reference;
+  // How far the collectives of N ranks follow that probe: (N, b), the costs
+  // scale by (now / reference)^b (`state_reference: exponent`, set by hand;
+  // calibrate reports a fitted b as a diagnostic, validate::comm_state_exponent).
+  // A rank count without one follows the probe fully (b = 1).
+  std::vector<std::pair<int, double>> comm_state_exponent;
+  double comm_state_exponent_for(int ranks) const;
   // This profile with the network tables of every rank count that both `now`
   // and comm_reference read priced at the state `now` finds (validation
   // `--run-states`, `--at-speed-of`): a table's alphas multiplied and its
-  // bandwidth factors divided by now / reference (clamped to [0.2, 5]), so its
-  // every cost scales by that ratio. comm_reference becomes `now` where read.
+  // bandwidth factors divided by (now / reference)^b (the ratio clamped to
+  // [0.2, 5]; b = comm_state_exponent_for(N)), so its every cost scales by
+  // that factor. comm_reference becomes `now` where read.
   DeviceProfile at_comm_state(const std::vector<std::pair<int, double>>& now) const;
 
   // Compute-time factor with `ranks` ranks on the machine (1 when host_sharing is empty).

@@ -261,7 +261,23 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   compute = median_of_documents(compute_passes);
   const bool several = compute_passes.size() > 1;
   if (several) compute["probe_readings"] = probe_readings(compute_passes);  // the speed states of all passes
-  for (auto& [n, docs] : comm_passes) comm.push_back(median_of_documents(docs));
+  for (auto& [key, docs] : comm_passes) {
+    json merged = median_of_documents(docs);
+    // How far this rank count's collectives followed the comm-state probe
+    // from pass to pass: a diagnostic (`.fit.json` comm_state_exponent). With
+    // three passes it swung from 0 to 1 between calibrations in a row (rs3,
+    // rs4: 0.97, 1.00, 0.00, 0.00 at 2 ranks), so the profile keeps mapping by
+    // the ratio itself unless its YAML sets `state_reference: exponent`.
+    if (auto e = comm_state_exponent(docs); e && merged.contains("comm_state")) {
+      merged["comm_state"]["exponent_fit"] = e->exponent;
+      merged["comm_state"]["exponent_pairs"] = e->pairs;
+      if (o.log)
+        o.log(fmt::format("comm state, {} ranks: pass to pass the collectives followed the 4 KiB allreduce probe "
+                          "to the power {:.2f} ({} points; a diagnostic)",
+                          key.second, e->exponent, e->pairs));
+    }
+    comm.push_back(std::move(merged));
+  }
   if (several && o.inputs.empty()) {
     // The medians as documents of their own: `--input` refits them like one pass.
     write_json((raw_dir / "compute.json").string(), compute);

@@ -434,6 +434,43 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   return out;
 }
 
+std::optional<CommStateExponent> comm_state_exponent(const std::vector<json>& passes) {
+  // One pass: (probe seconds, {(kind, bytes): mean over its rounds}).
+  struct Pass {
+    double state = 0;
+    std::map<std::pair<std::string, double>, double> figures;
+  };
+  std::vector<Pass> ps;
+  for (const auto& d : passes) {
+    if (!d.contains("comm_state") || !d.contains("collectives")) continue;
+    Pass p;
+    p.state = num(d.at("comm_state"), "seconds");
+    for (const auto& r : d.at("collectives")) {
+      sim::CollectiveKind k;
+      if (!sim::parse_collective_kind(r.value("kind", ""), k)) continue;  // ps_round: not a table
+      const double t = num(r, r.contains("mean_s") ? "mean_s" : "seconds");
+      if (t > 0) p.figures[{r.at("kind").get<std::string>(), num(r, "bytes")}] = t;
+    }
+    if (p.state > 0 && !p.figures.empty()) ps.push_back(std::move(p));
+  }
+  double sxx = 0, sxy = 0;
+  int pairs = 0;
+  for (size_t a = 0; a < ps.size(); ++a)
+    for (size_t b = a + 1; b < ps.size(); ++b) {
+      const double x = std::log(ps[b].state / ps[a].state);
+      for (const auto& [key, ta] : ps[a].figures) {
+        auto it = ps[b].figures.find(key);
+        if (it == ps[b].figures.end()) continue;
+        sxx += x * x;
+        sxy += x * std::log(it->second / ta);
+        ++pairs;
+      }
+    }
+  // Less than 1% between the passes' probes says nothing about the slope.
+  if (pairs == 0 || sxx < pairs * std::pow(std::log(1.01), 2)) return std::nullopt;
+  return CommStateExponent{std::clamp(sxy / sxx, 0.0, 1.0), pairs};
+}
+
 FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, const std::string& backend,
                       const topology::ClusterSpec& cluster) {
   if (compute_in.value("schema", "") != "dptwin.microbench/1" || compute_in.value("mode", "") != "compute")
@@ -729,6 +766,11 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       // tables below were measured in (DeviceProfile::comm_reference).
       const double s = num(doc.at("comm_state"), "seconds");
       if (s > 0) comm_reference[n] = s;
+      // How far the tables followed it from pass to pass (calibrate's
+      // comm_state_exponent): a diagnostic, too unsteady to price with.
+      if (doc.at("comm_state").contains("exponent_fit"))
+        diag["comm_state_exponent"][std::to_string(n)] = {{"exponent", num(doc.at("comm_state"), "exponent_fit")},
+                                                          {"points", doc.at("comm_state").value("exponent_pairs", 0)}};
       diag["comm_state_probe"][std::to_string(n)] = doc.at("comm_state");
     }
     const topology::Topology topo = topo_for(n);
@@ -917,9 +959,14 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
     y += "network:\n";
     y += fmt::format("  backend: {}\n", backend);
     if (!p.comm_reference.empty()) {
-      y += "  state_reference:   # a 4 KiB allreduce meanwhile, by ranks (the host's communication state)\n";
-      for (auto [n, s] : p.comm_reference)
-        y += fmt::format("    - {{ranks: {}, allreduce_4k: {}}}\n", n, fmt_time(Time::from_seconds(s)));
+      y += "  state_reference:   # a 4 KiB allreduce meanwhile, by ranks (the host's communication state);"
+           " exponent: how far the tables follow it\n";
+      for (auto [n, s] : p.comm_reference) {
+        const bool fitted = std::any_of(p.comm_state_exponent.begin(), p.comm_state_exponent.end(),
+                                        [n = n](const auto& e) { return e.first == n; });
+        const std::string b = fitted ? fmt::format(", exponent: {:.3f}", p.comm_state_exponent_for(n)) : "";
+        y += fmt::format("    - {{ranks: {}, allreduce_4k: {}{}}}\n", n, fmt_time(Time::from_seconds(s)), b);
+      }
     }
     y += "  tables:\n";
     for (const auto& t : p.network) {

@@ -23,6 +23,7 @@
 
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -141,6 +142,22 @@ nlohmann::json probe_readings(const std::vector<nlohmann::json>& docs);
 // when the readings name their pass (several passes), else `ref`; `cores`
 // from the document.
 sim::SpeedStates speed_states(const nlohmann::json& doc, const SpeedReference& ref, int points = 20);
+
+// How far a rank count's collectives follow the comm-state probe (a 4 KiB
+// allreduce read next to them), from the comm documents of several passes of
+// one calibration: over every pair of passes, the least-squares b (through
+// the origin) of log(collective's mean_s ratio) on log(probe ratio), every
+// collective kind and size the sim prices (not ps_round), clamped to [0, 1].
+// A diagnostic (calibrate's log, `.fit.json` comm_state_exponent): over
+// three passes it read 0.97, 1.00, 0.00 and 0.00 at 2 ranks and 0.60, 0.60,
+// 0.00 and 0.68 at 4 in four calibrations (bench/comm_state_slopes.py), too
+// unsteady to price with. Nullopt with fewer than two passes or no spread of
+// the probe between them.
+struct CommStateExponent {
+  double exponent = 1.0;
+  int pairs = 0;  // (pass pair, collective) points it was fitted on
+};
+std::optional<CommStateExponent> comm_state_exponent(const std::vector<nlohmann::json>& passes);
 
 // Inputs: the compute document (--mode compute) and any comm documents (--mode
 // comm, one per backend x rank count; only those of `backend` are used). The

@@ -370,6 +370,17 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   comm["sync"]["skeletons"][1]["arrival_skew_mean_s"] = 0.020;
   CHECK(fit_profile(compute, {comm}, "gloo", cluster).profile.sync_by_ranks.at(0).lag.seconds() ==
         doctest::Approx(0.020));
+  // The comm-state reference; how far the tables followed it from pass to
+  // pass (calibrate's comm_state_exponent) is a diagnostic only: the profile
+  // maps by the ratio itself.
+  comm["comm_state"] = {{"seconds", 2e-3}, {"exponent_fit", 0.4}, {"exponent_pairs", 99}};
+  const FitReport with_state = fit_profile(compute, {comm}, "gloo", cluster);
+  REQUIRE(with_state.profile.comm_reference.size() == 1);
+  CHECK(with_state.profile.comm_reference[0].second == doctest::Approx(2e-3));
+  CHECK(with_state.profile.comm_state_exponent.empty());
+  CHECK(with_state.profile.comm_state_exponent_for(4) == 1.0);
+  CHECK(with_state.diagnostics["comm_state_exponent"]["4"]["exponent"].get<double>() == doctest::Approx(0.4));
+  CHECK(with_state.diagnostics["comm_state_exponent"]["4"]["points"].get<int>() == 99);
   // Compute slowdown while communication runs: the median of the probe's paired
   // ratios where it has one, else the ratio of its two medians.
   comm["overlap"] = {{"compute_alone_s", 0.1}, {"compute_with_comm_s", 0.15}, {"comm_alone_s", 0.05}, {"slowdown", 0.3}};

@@ -571,6 +571,64 @@ TEST_CASE("comm state: the network tables priced at another communication state"
   std::filesystem::remove(path);
 }
 
+TEST_CASE("comm state exponent: fitted from the passes, round trip, and a table follows the probe to its power") {
+  // Three passes whose probe reads 100, 150 and 200 us and whose collectives
+  // move by the square root of that (the 4 KiB allreduce exactly, the 1 MiB
+  // broadcast with a small wobble); ps_round follows the probe fully but is
+  // not a table, so it does not count.
+  auto pass = [](double state_us, double wobble) {
+    const double f = std::sqrt(state_us / 100.0);
+    return nlohmann::json{
+        {"comm_state", {{"seconds", state_us * 1e-6}}},
+        {"collectives",
+         {{{"kind", "allreduce"}, {"bytes", 4096}, {"mean_s", 3e-4 * f}},
+          {{"kind", "broadcast"}, {"bytes", 1048576}, {"seconds", 2e-3 * f * wobble}},
+          {{"kind", "ps_round"}, {"bytes", 4096}, {"mean_s", 5e-4 * state_us / 100.0}}}}};
+  };
+  const auto e = comm_state_exponent({pass(100, 1.0), pass(150, 1.01), pass(200, 0.99)});
+  REQUIRE(e.has_value());
+  CHECK(e->exponent == doctest::Approx(0.5).epsilon(0.05));
+  CHECK(e->pairs == 6);  // 3 pass pairs x 2 tables
+  // Collectives that move against the probe clamp to 0, faster than it to 1.
+  auto scaled = [](double state_us, double power) {
+    return nlohmann::json{{"comm_state", {{"seconds", state_us * 1e-6}}},
+                          {"collectives", {{{"kind", "allreduce"}, {"bytes", 4096}, {"seconds", std::pow(state_us, power) * 1e-6}}}}};
+  };
+  CHECK(comm_state_exponent({scaled(100, -1), scaled(200, -1)})->exponent == 0.0);
+  CHECK(comm_state_exponent({scaled(100, 2), scaled(200, 2)})->exponent == 1.0);
+  // One pass, or passes at one probe reading: nothing to fit.
+  CHECK_FALSE(comm_state_exponent({pass(100, 1.0)}).has_value());
+  CHECK_FALSE(comm_state_exponent({pass(100, 1.0), pass(100, 1.2)}).has_value());
+
+  // The profile: the 2-rank tables follow the probe to the power 0.5, the
+  // 4-rank ones (no exponent) fully.
+  sim::DeviceProfile p = sample_profile();
+  sim::CommCalibration four = p.network[0];
+  four.ranks = 4;
+  p.network.push_back(four);
+  p.comm_reference = {{2, 100e-6}, {4, 300e-6}};
+  p.comm_state_exponent = {{2, 0.5}};
+  const sim::DeviceProfile at = p.at_comm_state({{2, 400e-6}, {4, 600e-6}});
+  CHECK(at.network[0].regimes[1].alpha.seconds() == doctest::Approx(2 * p.network[0].regimes[1].alpha.seconds()));
+  CHECK(at.network[0].regimes[1].bandwidth_factor == doctest::Approx(p.network[0].regimes[1].bandwidth_factor / 2));
+  CHECK(at.network[1].regimes[1].alpha.seconds() == doctest::Approx(2 * p.network[1].regimes[1].alpha.seconds()));
+  CHECK(at.comm_state_exponent_for(2) == 0.5);
+  CHECK(at.comm_state_exponent_for(4) == 1.0);
+  // Round trip: written where fitted, absent where not; refusals name the key.
+  const std::string yaml = profile_yaml(p, "t", "test", "gloo");
+  CHECK(yaml.find("{ranks: 2, allreduce_4k: 100 us, exponent: 0.500}") != std::string::npos);
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(yaml, "t.yaml"), q);
+  REQUIRE(q.comm_state_exponent.size() == 1);
+  CHECK(q.comm_state_exponent[0].first == 2);
+  CHECK(q.comm_state_exponent[0].second == doctest::Approx(0.5));
+  const std::string over = err("network:\n  state_reference: [{ranks: 2, allreduce_4k: 1 us, exponent: 1.5}]\n");
+  CHECK(over.find("p.yaml:2") != std::string::npos);
+  CHECK(over.find("exponent") != std::string::npos);
+  CHECK(err("network:\n  state_reference: [{ranks: 2, allreduce_4k: 1 us, exponent: -1}]\n").find("exponent") !=
+        std::string::npos);
+}
+
 namespace {
 // An executable shell script at `path` (for stand-ins of dptwin-exec and dptwin-microbench).
 void write_script(const std::filesystem::path& path, const std::string& body) {
