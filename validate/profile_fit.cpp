@@ -960,11 +960,11 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
     y += fmt::format("  backend: {}\n", backend);
     if (!p.comm_reference.empty()) {
       y += "  state_reference:   # a 4 KiB allreduce meanwhile, by ranks (the host's communication state);"
-           " exponent: how far the tables follow it\n";
+           " exponent, where set: how far the tables follow it (1 without)\n";
       for (auto [n, s] : p.comm_reference) {
-        const bool fitted = std::any_of(p.comm_state_exponent.begin(), p.comm_state_exponent.end(),
-                                        [n = n](const auto& e) { return e.first == n; });
-        const std::string b = fitted ? fmt::format(", exponent: {:.3f}", p.comm_state_exponent_for(n)) : "";
+        const bool set = std::any_of(p.comm_state_exponent.begin(), p.comm_state_exponent.end(),
+                                     [n = n](const auto& e) { return e.first == n; });
+        const std::string b = set ? fmt::format(", exponent: {:.3f}", p.comm_state_exponent_for(n)) : "";
         y += fmt::format("    - {{ranks: {}, allreduce_4k: {}{}}}\n", n, fmt_time(Time::from_seconds(s)), b);
       }
     }
