@@ -257,6 +257,10 @@ double num(const json& j, const char* key) {
   return j[key].get<double>();
 }
 
+// The seconds the fit prices a collective row at: the mean of its rounds'
+// medians where the document has it (see fit_profile), else its median.
+double priced_seconds(const json& row) { return num(row, row.contains("mean_s") ? "mean_s" : "seconds"); }
+
 std::vector<WorkSample> rows_of(const json& compute, const std::vector<std::string>& ops, const std::string& dtype,
                                 const char* work_key) {
   std::vector<WorkSample> out;
@@ -448,7 +452,7 @@ std::optional<CommStateExponent> comm_state_exponent(const std::vector<json>& pa
     for (const auto& r : d.at("collectives")) {
       sim::CollectiveKind k;
       if (!sim::parse_collective_kind(r.value("kind", ""), k)) continue;  // ps_round: not a table
-      const double t = num(r, r.contains("mean_s") ? "mean_s" : "seconds");
+      const double t = priced_seconds(r);
       if (t > 0) p.figures[{r.at("kind").get<std::string>(), num(r, "bytes")}] = t;
     }
     if (p.state > 0 && !p.figures.empty()) ps.push_back(std::move(p));
@@ -783,8 +787,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       // reduce of 256 KiB: 2.0 ms in one calibration's rounds, 5.3 ms in the
       // next's), and the median of three rounds picks a mode. Refitting rb15's
       // two calibrations both ways: 21.4% -> 15.7% apart at one state.
-      const double seconds = num(r, r.contains("mean_s") ? "mean_s" : "seconds");
-      by_kind[k].push_back(nominal_comm(topo, k, algorithm_for(k), n, num(r, "bytes"), seconds));
+      by_kind[k].push_back(nominal_comm(topo, k, algorithm_for(k), n, num(r, "bytes"), priced_seconds(r)));
     }
     for (auto& [k, samples] : by_kind) {
       const std::string kind = sim::to_string(k);
@@ -962,9 +965,9 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
       y += "  state_reference:   # a 4 KiB allreduce meanwhile, by ranks (the host's communication state);"
            " exponent, where set: how far the tables follow it (1 without)\n";
       for (auto [n, s] : p.comm_reference) {
-        const bool set = std::any_of(p.comm_state_exponent.begin(), p.comm_state_exponent.end(),
-                                     [n = n](const auto& e) { return e.first == n; });
-        const std::string b = set ? fmt::format(", exponent: {:.3f}", p.comm_state_exponent_for(n)) : "";
+        auto e = std::find_if(p.comm_state_exponent.begin(), p.comm_state_exponent.end(),
+                              [n = n](const auto& x) { return x.first == n; });
+        const std::string b = e != p.comm_state_exponent.end() ? fmt::format(", exponent: {:.3f}", e->second) : "";
         y += fmt::format("    - {{ranks: {}, allreduce_4k: {}{}}}\n", n, fmt_time(Time::from_seconds(s)), b);
       }
     }

@@ -614,9 +614,10 @@ TEST_CASE("comm state exponent: fitted from the passes, round trip, and a table 
   CHECK(at.network[1].regimes[1].alpha.seconds() == doctest::Approx(2 * p.network[1].regimes[1].alpha.seconds()));
   CHECK(at.comm_state_exponent_for(2) == 0.5);
   CHECK(at.comm_state_exponent_for(4) == 1.0);
-  // Round trip: written where fitted, absent where not; refusals name the key.
+  // Round trip: written where set, absent where not; refusals name the key.
   const std::string yaml = profile_yaml(p, "t", "test", "gloo");
   CHECK(yaml.find("{ranks: 2, allreduce_4k: 100 us, exponent: 0.500}") != std::string::npos);
+  CHECK(yaml.find("{ranks: 4, allreduce_4k: 300 us}") != std::string::npos);
   sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
   sim::apply_profile_document(load_yaml_string(yaml, "t.yaml"), q);
   REQUIRE(q.comm_state_exponent.size() == 1);
