@@ -1,7 +1,7 @@
 // tests/exec/test_exec_process.cpp — process supervision, result statistics and JSON.
 #include <doctest.h>
 #include <signal.h>
-
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -62,6 +62,21 @@ TEST_CASE("process group: timeout") {
   CHECK(out.failure.find("did not finish") != std::string::npos);
 }
 
+
+// The launcher shares the cores with the ranks it times: it must sleep until a
+// child exits, not wake every few milliseconds to poll (200 wake-ups a second).
+TEST_CASE("process group: the launcher sleeps while its processes run, and still reacts at once") {
+  rusage before{}, after{};
+  ::getrusage(RUSAGE_SELF, &before);
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto out = run_process_group({sh("sleep 1", "rank 0"), sh("sleep 1", "rank 1")}, 30);
+  const double wall = seconds_since(t0);
+  ::getrusage(RUSAGE_SELF, &after);
+  CHECK(out.ok);
+  CHECK(wall < 1.5);  // woken by the exits, not by a timeout
+  // fork/exec and two reaps switch a handful of times; polling every 5 ms switched ~200.
+  CHECK(after.ru_nvcsw - before.ru_nvcsw < 40);
+}
 TEST_CASE("stats: median, quantiles, stdev") {
   const Stats s = compute_stats({4, 1, 3, 2, 5});
   CHECK(s.n == 5);
