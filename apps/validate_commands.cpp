@@ -32,8 +32,8 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--input", "refit these raw microbenchmark JSON files (comma-separated) instead of running; several compute documents (or comm documents of one rank count) are merged as the passes of --passes are", &CalibrateArgs::inputs},
       {"--netns", "a matrix YAML whose `netns` section places the ranks in network namespaces", &CalibrateArgs::netns_matrix},
       {"--threads", "intra-op threads per rank", &CalibrateArgs::threads},
-      {"--bind", "bind each microbenchmark rank to its own cores (core; auto: while ranks x threads fit the cores; "
-                 "none), as dptwin exec --bind", &CalibrateArgs::bind, {"auto", "core", "none"}},
+      {"--bind", "bind each microbenchmark rank to its own cores (auto: while ranks x threads fit the cores, as mpirun "
+                 "does by default; core: always; none), as dptwin exec --bind; validate with the matrix's `bind` alike", &CalibrateArgs::bind, {"auto", "core", "none"}},
       {"--budget-s", "seconds of repetitions per microbenchmark case", &CalibrateArgs::budget_s},
       {"--max-bytes", "largest collective message (4 KiB .. this, x4 steps)", &CalibrateArgs::max_bytes},
       {"--quick", "a few shapes only (smoke tests)", &CalibrateArgs::quick},

@@ -43,8 +43,8 @@ const std::vector<OptionRow>& exec_option_table() {
       {"--micro-batch", "samples per rank per micro-step", &O::micro_batch, {}},
       {"--grad-accum", "micro-steps per optimizer step", &O::grad_accum, {}},
       {"--threads", "intra-op threads per rank", &O::threads, {}},
-      {"--bind", "launcher: bind each rank to its own cores (core; auto: while ranks x threads fit the cores, as mpirun; "
-                 "none)",
+      {"--bind", "launcher: bind each rank to its own cores (auto: while ranks x threads fit the cores, as mpirun does "
+                 "by default; core: always; none)",
        &O::bind, {"auto", "core", "none"}},
       {"--gloo-loop-nice",
        "gloo: how much nicer than the rank Gloo's event-loop thread runs (it spins while a worker thread holds a "

@@ -40,7 +40,7 @@ struct ExecOptions {
   int micro_batch = 2;             // samples per rank per micro-step
   int grad_accum = 1;              // micro-steps per optimizer step
   int threads = 1;                 // intra-op threads per rank (torch, OpenMP, OpenBLAS)
-  std::string bind = "none";       // launcher: ranks bound to cores (none | core | auto: while they fit; exec::bind_cpus)
+  std::string bind = "auto";       // launcher: ranks bound to cores (auto: while they fit, as mpirun | core | none; exec::bind_cpus)
   int gloo_loop_nice = kGlooLoopNiceAuto;  // Gloo's loop thread this much nicer than the rank (comm_fwd.hpp)
   int seed = 1234;                 // model init, data order
 

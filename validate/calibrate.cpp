@@ -301,7 +301,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   const std::string name = fs::path(o.out).stem().string();
-  std::string where = fmt::format("{} ({} threads/rank, cluster {})", host, o.threads, o.cluster);
+  std::string where = fmt::format("{} ({} threads/rank, ranks bound: {}, cluster {})", host, o.threads, o.bind, o.cluster);
   // Refits (--input) measured nothing now: the host's load then is unknown.
   const double steal = o.inputs.empty() ? steal_pct(cpu_start, read_cpu_times()) : -1;
   if (steal >= 0) {

@@ -26,7 +26,7 @@ struct CalibrateOptions {
   std::string cluster = "localhost-cpu";   // topology the network fit prices collectives on (preset or path)
   std::vector<std::string> inputs;         // reuse these microbenchmark JSON files instead of running
   int threads = 1;
-  std::string bind = "none";               // ranks bound to cores (exec::bind_cpus), as dptwin exec --bind
+  std::string bind = "auto";               // ranks bound to cores (exec::bind_cpus), as dptwin exec --bind
   double budget_s = 0.15;                  // seconds of repetitions per case
   double max_bytes = 256.0 * 1024 * 1024;  // largest collective message
   bool quick = false;                      // few shapes (tests)

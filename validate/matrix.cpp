@@ -148,6 +148,7 @@ description: tiny/small GPT-2, single/sps/dps/horovod, 1/2/4 CPU ranks, fp32/bf1
 cluster: localhost-cpu
 backend: gloo
 threads: 1
+bind: auto            # as mpirun: each rank on its own core while they fit (2 ranks), unbound beyond
 steps: 24
 warmup_steps: 6
 repeats: 5            # interleaved rounds; a case reports the median of its five

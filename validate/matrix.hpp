@@ -60,7 +60,7 @@ struct ValidationMatrix {
   std::string cluster = "localhost-cpu";  // preset name or absolute path of a cluster YAML
   std::string backend = "gloo";
   int threads = 1;
-  std::string bind = "none";        // ranks bound to cores: none | core | auto (dptwin exec --bind)
+  std::string bind = "auto";        // ranks bound to cores: auto (while they fit, as mpirun) | core | none (dptwin exec --bind)
   int steps = 10;
   int warmup_steps = 3;
   int repeats = 1;

@@ -145,11 +145,10 @@ TEST_CASE("launch plan: gloo forks ranks with env, mpi goes through mpirun") {
     CHECK(env_of(specs[r], "DPTWIN_STORE") == "file:/tmp/x/store");
     CHECK(env_of(specs[r], "LOCAL_WORLD_SIZE") == "3");  // the ranks sharing this host (Gloo's loop niceness)
   }
-  CHECK(specs[1].cpus.empty());  // unbound by default
-  // auto: bound while the ranks fit (3 x 2 threads: only on a machine of 6 cores or more).
-  o = parse({"--np", "3", "--threads", "2", "--bind", "auto"});
-  specs = plan_launch(o, {}, "/bin/worker", "/tmp/x");
+  // auto by default, as mpirun: bound while the ranks fit (3 x 2 threads: only on a machine of 6 cores or more).
   CHECK(specs[1].cpus == (3 * 2 <= usable_cores() ? std::vector<int>{2, 3} : std::vector<int>{}));
+  o = parse({"--np", "3", "--threads", "2", "--bind", "auto"});
+  CHECK(plan_launch(o, {}, "/bin/worker", "/tmp/x")[1].cpus == specs[1].cpus);
   o = parse({"--np", "3", "--threads", "2", "--bind", "core"});
   specs = plan_launch(o, {}, "/bin/worker", "/tmp/x");
   CHECK(specs[2].cpus == std::vector<int>{4 % usable_cores(), 5 % usable_cores()});

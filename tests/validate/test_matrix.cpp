@@ -28,7 +28,7 @@ TEST_CASE("the default matrix expands to single + 3 strategies x 2 rank counts x
   CHECK(m.cases.size() == 4 + 24);
   CHECK(m.backend == "gloo");
   CHECK(m.cluster == "localhost-cpu");
-  CHECK(m.bind == "none");
+  CHECK(m.bind == "auto");  // as mpirun: bound while the ranks fit the cores
   CHECK(m.cases.front().strategy == "single");
   CHECK(m.cases.front().ranks == 1);
   // Tiny cases run 120 steps (20 warm-up), small ones the matrix's 24 (6).
@@ -98,9 +98,9 @@ TEST_CASE("a case runs with its grid's steps, else the matrix's") {
   CHECK(arg_after(small, "--steps") == "12");
   CHECK(arg_after(small, "--warmup-steps") == "2");
   CHECK(arg_after(sps, "--steps") == "30");  // its own steps, the matrix's warm-up
-  CHECK(arg_after(tiny, "--bind") == "none");   // the matrix's binding, passed to dptwin exec
-  m = parse_matrix(load_yaml_string("name: x\nbind: auto\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n", "m.yaml"), ".");
-  CHECK(arg_after(exec_args(m, m.cases[0]), "--bind") == "auto");
+  CHECK(arg_after(tiny, "--bind") == "auto");   // the matrix's binding (default auto), passed to dptwin exec
+  m = parse_matrix(load_yaml_string("name: x\nbind: none\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n", "m.yaml"), ".");
+  CHECK(arg_after(exec_args(m, m.cases[0]), "--bind") == "none");
   CHECK(arg_after(sps, "--warmup-steps") == "2");
 }
 
