@@ -423,18 +423,31 @@ void write_side_by_side(const ValidationMatrix& m, const ValidationOptions& o, c
   if (o.log) o.log(fmt::format("side-by-side trace of {} (measured step {}) written to {}", run.c.label(), step, o.trace_path));
 }
 
-// The speed probe's documents (their "speed" and "speed_readings"), from
-// `procs` processes run at once; empty when any of them failed.
-std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string& binary, int procs) {
+}  // namespace
+
+std::vector<exec::ProcessSpec> speed_probe_specs(const ValidationMatrix& m, const std::string& binary,
+                                                const std::vector<std::string>& out_paths) {
   std::vector<exec::ProcessSpec> specs;
-  std::vector<fs::path> paths;
+  const int procs = static_cast<int>(out_paths.size());
   for (int r = 0; r < procs; ++r) {
-    paths.push_back(fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r));
     exec::ProcessSpec s;
-    s.argv = {binary, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", paths.back().string()};
+    s.argv = {binary, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", out_paths[static_cast<size_t>(r)]};
+    s.cpus = exec::bind_cpus(m.bind, r, procs, m.threads, exec::usable_cores());
     s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, procs);
     specs.push_back(std::move(s));
   }
+  return specs;
+}
+
+namespace {
+
+// The speed probe's documents (their "speed" and "speed_readings"), from
+// `procs` processes run at once; empty when any of them failed.
+std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string& binary, int procs) {
+  std::vector<std::string> paths;
+  for (int r = 0; r < procs; ++r)
+    paths.push_back((fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r)).string());
+  const std::vector<exec::ProcessSpec> specs = speed_probe_specs(m, binary, paths);
   exec::GroupOutcome g = exec::run_process_group(specs, 60);
   std::vector<json> docs;
   for (const auto& path : paths) {

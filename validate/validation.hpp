@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "exec/process.hpp"
 #include "sim/scenario.hpp"
 #include "validate/matrix.hpp"
 
@@ -119,6 +120,13 @@ sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c
 
 // dptwin-exec arguments for a case (without the binary; --out appended by the caller).
 std::vector<std::string> exec_args(const ValidationMatrix& m, const ValidationCase& c);
+
+// `dptwin-microbench --mode speed` processes (binary), one per output path,
+// bound as that many ranks of the matrix are (m.bind): bound ranks run on the
+// cores their probes read, as `dptwin calibrate --bind` reads its suite's
+// probes (one rank on the first core).
+std::vector<exec::ProcessSpec> speed_probe_specs(const ValidationMatrix& m, const std::string& binary,
+                                                const std::vector<std::string>& out_paths);
 
 struct ValidationOptions {
   std::string profile;        // profile YAML ("" = datasheet defaults)

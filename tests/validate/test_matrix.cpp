@@ -110,3 +110,21 @@ TEST_CASE("case labels and ranking groups") {
   CHECK(a.group_key() == b.group_key());
   CHECK(a.group_key() != c.group_key());
 }
+
+TEST_CASE("the speed probes run bound as the matrix's ranks are") {
+  ValidationMatrix m =
+      parse_matrix(load_yaml_string("name: x\nbind: none\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n", "m.yaml"), ".");
+  auto specs = speed_probe_specs(m, "/bin/mb", {"a.json"});
+  REQUIRE(specs.size() == 1);
+  CHECK(specs[0].cpus.empty());
+  CHECK(specs[0].argv == std::vector<std::string>{"/bin/mb", "--mode", "speed", "--threads", "1", "--out", "a.json"});
+  m.bind = "core";
+  specs = speed_probe_specs(m, "/bin/mb", {"a.json", "b.json"});
+  REQUIRE(specs.size() == 2);
+  const int cores = dptwin::exec::usable_cores();
+  CHECK(specs[0].cpus == std::vector<int>{0});
+  CHECK(specs[1].cpus == std::vector<int>{1 % cores});  // rank 1's core, as dptwin exec binds it
+  CHECK(specs[1].argv.back() == "b.json");
+  m.bind = "auto";  // one probe: bound to the first core, as a one-rank calibration's suite
+  CHECK(speed_probe_specs(m, "/bin/mb", {"a.json"})[0].cpus == std::vector<int>{0});
+}
