@@ -33,7 +33,8 @@ const std::vector<OptionRow<CalibrateArgs>>& calibrate_table() {
       {"--netns", "a matrix YAML whose `netns` section places the ranks in network namespaces", &CalibrateArgs::netns_matrix},
       {"--threads", "intra-op threads per rank", &CalibrateArgs::threads},
       {"--bind", "bind each microbenchmark rank to its own cores (auto: while ranks x threads fit the cores, as mpirun "
-                 "does by default; core: always; none), as dptwin exec --bind; validate with the matrix's `bind` alike", &CalibrateArgs::bind, {"auto", "core", "none"}},
+                 "does by default; core: always; none), as dptwin exec --bind (default: auto, or the --netns matrix's "
+                 "`bind`); validate with the matrix's `bind` alike", &CalibrateArgs::bind, {"auto", "core", "none"}},
       {"--budget-s", "seconds of repetitions per microbenchmark case", &CalibrateArgs::budget_s},
       {"--max-bytes", "largest collective message (4 KiB .. this, x4 steps)", &CalibrateArgs::max_bytes},
       {"--quick", "a few shapes only (smoke tests)", &CalibrateArgs::quick},
@@ -131,7 +132,7 @@ int run_calibrate(const CalibrateArgs& a) {
   o.microbench = a.microbench;
   o.inputs = split(a.inputs);
   o.threads = a.threads;
-  o.bind = a.bind;
+  if (!a.bind.empty()) o.bind = a.bind;
   if (a.threads < 1) throw InputError({"command line", 0, 0}, "--threads", "must be >= 1");
   if (!(a.budget_s > 0)) throw InputError({"command line", 0, 0}, "--budget-s", "must be > 0");
   o.budget_s = a.budget_s;
@@ -153,6 +154,7 @@ int run_calibrate(const CalibrateArgs& a) {
     o.emulated = true;
     o.netns = m.netns;
     o.netns.port += 700;  // keep clear of the ports validate uses
+    if (a.bind.empty()) o.bind = m.bind;  // measured as that matrix's runs will be
   }
   o.log = log_line;
   if (o.inputs.empty()) raise_priority(a.nice);

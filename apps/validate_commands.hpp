@@ -26,7 +26,7 @@ struct CalibrateArgs {
   std::string inputs;          // comma-separated raw documents to refit instead of running
   std::string netns_matrix;    // a matrix YAML whose `netns` section says where the ranks run
   int threads = 1;
-  std::string bind = "auto";
+  std::string bind;            // "" = validate::CalibrateOptions' default, or the --netns matrix's `bind`
   double budget_s = 0.15;
   std::string max_bytes = "256 MiB";
   bool quick = false;

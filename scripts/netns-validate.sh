@@ -9,8 +9,9 @@
 # the namespaces, priced on scenarios/validation/netns-4x-<RATE>gbit.yaml), then
 # runs scenarios/validation/netns-<RATE>gbit.yaml (predicted at the machine's
 # speed states probed during the validation, --run-states, as the default
-# matrix in README) and removes the namespaces, even when interrupted. Ranks
-# unbound on both sides, as the matrices say (validate/README, nn25). Exits 0
+# matrix in README) and removes the namespaces, even when interrupted. The
+# calibration binds its ranks as the matrix says (`bind: none` there; nn25 in
+# validate/README). Exits 0
 # with "skip" on stderr where namespaces cannot be made.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -24,6 +25,6 @@ mkdir -p "$out"
 matrix="$here/scenarios/validation/netns-${rate}gbit.yaml"
 cluster="$here/scenarios/validation/netns-4x-${rate}gbit.yaml"
 "$here/scripts/netns-cluster.sh" run 4 "${rate}gbit" -- bash -c "
-  '$dptwin' calibrate --ranks 1,2,4 --max-bytes '64 MiB' --cluster '$cluster' --netns '$matrix' --bind none \
+  '$dptwin' calibrate --ranks 1,2,4 --max-bytes '64 MiB' --cluster '$cluster' --netns '$matrix' \
      --out '$out/profile-${rate}gbit.yaml' > /dev/null &&
   '$dptwin' validate '$matrix' --profile '$out/profile-${rate}gbit.yaml' --run-states --out '$out/validate-${rate}gbit'"

@@ -97,8 +97,15 @@ with tempfile.TemporaryDirectory() as tmp:
         c2 = json.load(open(os.path.join(tmp, "quick.raw", "comm-gloo-2.json")))
         c2["overlap"]["stall_one"] = 0.7
         json.dump(c2, open(os.path.join(tmp, "stall.json"), "w"))
-        for bind, want in (("none", "0"), ("core", "0.7")):
-            rs = subprocess.run([cli, "calibrate", "--bind", bind, "--input",
+        # Without --bind: auto (bound while 2 ranks fit the cores), or a --netns matrix's `bind`.
+        nsm = os.path.join(tmp, "ns.yaml")
+        open(nsm, "w").write("name: ns\nbind: none\nemulated: true\nnetns: {namespaces: [a, b], addresses: [10.9.0.1, "
+                             "10.9.0.2]}\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n")
+        fits = len(os.sched_getaffinity(0)) >= 2
+        for bind, want in (("none", "0"), ("core", "0.7"), ("", "0.7" if fits else "0"), ("netns", "0")):
+            flags = ["--netns", nsm] if bind == "netns" else ["--bind", bind] if bind else []
+            bind = bind or "default"
+            rs = subprocess.run([cli, "calibrate"] + flags + ["--input",
                                  os.path.join(tmp, "quick.raw", "compute.json") + "," + os.path.join(tmp, "stall.json"),
                                  "--out", os.path.join(tmp, "stall-%s.yaml" % bind)], capture_output=True, text=True, timeout=120)
             line = open(os.path.join(tmp, "stall-%s.yaml" % bind)).read().split("comm_stall_one:", 1)[1].split("\n")[1] \
