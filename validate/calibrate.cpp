@@ -1,6 +1,7 @@
 #include "validate/calibrate.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -79,16 +80,22 @@ std::vector<std::pair<std::string, std::string>> thread_env(const CalibrateOptio
 }
 
 // One compute-mode run of dptwin-microbench; its document is kept at compute<sfx>.json.
+// Bound (o.bind), pass `pass` runs on the core of rank `pass`: the passes take
+// the cores in turn, so the speed states their probes read hold every core's
+// slow phases (each core has its own: one at +45% on dispatch for a minute
+// while the other stayed fast), as an N-rank step meets them.
 json run_compute_pass(const CalibrateOptions& o, const std::string& bin, const fs::path& raw_dir,
-                      const std::string& sfx, std::vector<std::string>& raw) {
+                      const std::string& sfx, int pass, std::vector<std::string>& raw) {
   const std::string out = (raw_dir / ("compute" + sfx + ".json")).string();
   exec::ProcessSpec s;
   s.argv = {bin, "--mode", "compute", "--out", out};
   for (auto& a : common_args(o)) s.argv.push_back(a);
   s.env = thread_env(o);
-  s.cpus = exec::bind_cpus(o.bind, 0, 1, o.threads, exec::usable_cores());
+  s.cpus = exec::bind_cpus(o.bind, pass, 1, o.threads, exec::usable_cores());
   s.label = "microbench compute";
-  if (o.log) o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank)", o.threads));
+  if (o.log)
+    o.log(fmt::format("compute microbenchmarks ({} thread(s) per rank{})", o.threads,
+                      s.cpus.empty() ? std::string() : fmt::format(", on cpu {}", fmt::join(s.cpus, ","))));
   run_group({s}, o.timeout_s, "the compute microbenchmark");
   raw.push_back(out);
   return read_json(out);
@@ -245,7 +252,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
       if (passes > 1 && o.log) o.log(fmt::format("pass {}/{}", pass + 1, passes));
       const std::string sfx = passes > 1 ? fmt::format("-p{}", pass) : "";
       compute_passes.push_back(calm(fmt::format("compute run{}", sfx),
-                                    [&](std::vector<std::string>& raw) { return run_compute_pass(o, bin, raw_dir, sfx, raw); }));
+                                    [&](std::vector<std::string>& raw) { return run_compute_pass(o, bin, raw_dir, sfx, pass, raw); }));
       for (int n : o.ranks)
         if (n > 1)
           comm_passes[{o.backend, n}].push_back(calm(fmt::format("comm run, {} ranks{}", n, sfx), [&](std::vector<std::string>& raw) {

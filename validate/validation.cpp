@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -426,13 +427,13 @@ void write_side_by_side(const ValidationMatrix& m, const ValidationOptions& o, c
 }  // namespace
 
 std::vector<exec::ProcessSpec> speed_probe_specs(const ValidationMatrix& m, const std::string& binary,
-                                                const std::vector<std::string>& out_paths) {
+                                                const std::vector<std::string>& out_paths, int first_slot) {
   std::vector<exec::ProcessSpec> specs;
   const int procs = static_cast<int>(out_paths.size());
   for (int r = 0; r < procs; ++r) {
     exec::ProcessSpec s;
     s.argv = {binary, "--mode", "speed", "--threads", std::to_string(m.threads), "--out", out_paths[static_cast<size_t>(r)]};
-    s.cpus = exec::bind_cpus(m.bind, r, procs, m.threads, exec::usable_cores());
+    s.cpus = exec::bind_cpus(m.bind, first_slot + r, procs, m.threads, exec::usable_cores());
     s.label = fmt::format("dptwin-microbench --mode speed ({} of {})", r + 1, procs);
     specs.push_back(std::move(s));
   }
@@ -443,11 +444,12 @@ namespace {
 
 // The speed probe's documents (their "speed" and "speed_readings"), from
 // `procs` processes run at once; empty when any of them failed.
-std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string& binary, int procs) {
+std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string& binary, int procs,
+                                   int first_slot = 0) {
   std::vector<std::string> paths;
   for (int r = 0; r < procs; ++r)
     paths.push_back((fs::temp_directory_path() / fmt::format("dptwin-speed-{}-{}.json", ::getpid(), r)).string());
-  const std::vector<exec::ProcessSpec> specs = speed_probe_specs(m, binary, paths);
+  const std::vector<exec::ProcessSpec> specs = speed_probe_specs(m, binary, paths, first_slot);
   exec::GroupOutcome g = exec::run_process_group(specs, 60);
   std::vector<json> docs;
   for (const auto& path : paths) {
@@ -495,9 +497,14 @@ sim::SpeedProbe probe_speed(const ValidationMatrix& m, const ValidationOptions& 
 constexpr int kStateProbes = 40;
 
 // One process's quick readings now (`--run-states`), appended to `pool` as
-// {"class", "s"}, the form of the compute suite's probe readings.
-void probe_states(const ValidationMatrix& m, const ValidationOptions& o, json& pool) {
-  const std::vector<json> docs = run_speed_probes(m, o.states_probe, 1);
+// {"class", "s", "cpu"}, the form of the compute suite's probe readings. The
+// `slot`-th probe runs on the core of rank `slot` (bound matrices), so the
+// probes visit every core in turn: each core has slow phases of its own (a
+// core at +45% on dispatch for a minute while the other stays fast), and an
+// N-rank step waits for its slowest core.
+void probe_states(const ValidationMatrix& m, const ValidationOptions& o, int slot, json& pool) {
+  const std::vector<json> docs = run_speed_probes(m, o.states_probe, 1, slot);
+  const std::vector<int> cpus = exec::bind_cpus(m.bind, slot, 1, m.threads, exec::usable_cores());
   if (docs.empty() || !docs.front().contains("speed_readings")) {
     if (o.log) o.log("note: the speed probe failed before this run; its readings are missing from the run states");
     return;
@@ -506,7 +513,7 @@ void probe_states(const ValidationMatrix& m, const ValidationOptions& o, json& p
   for (const auto& [cls, v] : docs.front().at("speed_readings").items())
     for (const auto& x : v)
       if (x.is_number()) {
-        pool.push_back({{"class", cls}, {"s", x}});
+        pool.push_back({{"class", cls}, {"s", x}, {"cpu", cpus.empty() ? -1 : cpus.front()}});
         if (cls == "elementwise") pool.back()["form"] = form;
       }
 }
@@ -564,6 +571,16 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
                     {"slowest_of_2", lv * sim::expected_slowest(*q, 2)},
                     {"profile_mean", sim::expected_slowest(*mine, 1)}};
   }
+  // Each probed core's mean reading against the level (diagnostic): where the
+  // slow phases fell.
+  std::map<int, std::map<std::string, std::vector<double>>> by_cpu;
+  for (const auto& x : usable) {
+    const std::string cls = x.at("class").get<std::string>();
+    if (level.count(cls)) by_cpu[x.value("cpu", -1)][cls].push_back(x.at("s").get<double>() / level.at(cls));
+  }
+  for (const auto& [cpu, classes] : by_cpu)
+    for (const auto& [cls, v] : classes)
+      summary["by_cpu"][std::to_string(cpu)][cls] = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
   const sim::SpeedProbe now{level.at("matmul"), level.at("elementwise"), level.at("dispatch"),
                             level.count("matmul_bf16") ? level.at("matmul_bf16") : 0.0};
   // The runs' comm-state readings by rank count: their median over the validation.
@@ -585,6 +602,13 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
                                      summary[cls]["profile_mean"].get<double>()));
     o.log(fmt::format("speed states during the runs ({} readings), mean / the profile's: {}", usable.size(),
                       fmt::join(by_class, ", ")));
+    if (by_cpu.size() > 1) {
+      std::vector<std::string> cores;
+      for (const auto& [cpu, classes] : summary["by_cpu"].items())
+        cores.push_back(fmt::format("cpu {}: matmul {:.2f}, dispatch {:.2f}", cpu, classes.value("matmul", 0.0),
+                                    classes.value("dispatch", 0.0)));
+      o.log(fmt::format("speed states by core (mean reading / level): {}", fmt::join(cores, "; ")));
+    }
     std::vector<std::string> by_ranks;
     for (auto [n, s] : comm)
       for (auto [rn, rs] : profile.comm_reference)
@@ -653,7 +677,8 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       // Each run is predicted at the machine's speed measured just before it.
       CaseOutcome run = co;
       if (!o.speed_probe.empty()) predict(m, c, o.profile, run, probe_speed(m, o, c.ranks));
-      if (!o.states_probe.empty() && run_counter % states_stride == 0) probe_states(m, o, state_readings);
+      if (!o.states_probe.empty() && run_counter % states_stride == 0)
+        probe_states(m, o, run_counter / states_stride, state_readings);
       // A fresh store port per run: the previous store's socket may linger in TIME_WAIT.
       const int port = m.netns.port + (run_counter++ % 500);
       const bool traced = !o.trace_path.empty() && static_cast<int>(i) == o.trace_case && rep == m.repeats - 1;

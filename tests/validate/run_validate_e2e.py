@@ -123,6 +123,10 @@ with tempfile.TemporaryDirectory() as tmp:
         check(r2.returncode == 0 and all(os.path.exists(os.path.join(raw2, f))
                                          for f in ("compute-p0.json", "compute-p1.json", "compute.json")),
               "calibrate --passes 2 keeps both passes and their median" + ("" if r2.returncode == 0 else ": " + r2.stderr[-500:]))
+        # Bound (the default, auto), the passes take the cores in turn.
+        usable = len(os.sched_getaffinity(0))
+        check(all("compute microbenchmarks (1 thread(s) per rank, on cpu %d)" % (p % usable) in r2.stderr for p in (0, 1)),
+              "calibrate --passes 2: pass p's compute suite runs on cpu p mod %d" % usable)
         if r2.returncode == 0:
             d0, d1, dm = (json.load(open(os.path.join(raw2, f))) for f in ("compute-p0.json", "compute-p1.json", "compute.json"))
             ref = dm.get("normalized_to", {})
@@ -288,6 +292,9 @@ with tempfile.TemporaryDirectory() as tmp:
                 check(sp.get("readings") == 2 * 7 * 4 and all(0 < sp[k]["mean"] < 10 for k in ("matmul", "dispatch"))
                       and c["predicted_uncompensated_step_s"] > 0 and v_rs["summary"]["compensated"] == 1,
                       "--run-states: two probes' readings, states and the profile's own prediction recorded (%s)" % sp)
+                check(sorted(sp.get("by_cpu", {}).keys()) == sorted({str(i % usable) for i in range(2)}),
+                      "--run-states: the probes take the cores in turn, each core's mean reading recorded (%s)"
+                      % sp.get("by_cpu"))
             nospeed = os.path.join(tmp, "nospeed.yaml")
             with open(nospeed, "w") as f:
                 f.write("name: n\ndevice: {launch_overhead: 5 us}\n")

@@ -127,4 +127,14 @@ TEST_CASE("the speed probes run bound as the matrix's ranks are") {
   CHECK(specs[1].argv.back() == "b.json");
   m.bind = "auto";  // one probe: bound to the first core, as a one-rank calibration's suite
   CHECK(speed_probe_specs(m, "/bin/mb", {"a.json"})[0].cpus == std::vector<int>{0});
+  // --run-states' probes take the cores in turn: the slot-th on rank slot's core.
+  for (int slot = 0; slot < 5; ++slot)
+    CHECK(speed_probe_specs(m, "/bin/mb", {"a.json"}, slot)[0].cpus == std::vector<int>{slot % cores});
+  specs = speed_probe_specs(m, "/bin/mb", {"a.json", "b.json"}, 1);  // two at once, shifted by one core
+  if (cores >= 2) {
+    CHECK(specs[0].cpus == std::vector<int>{1});
+    CHECK(specs[1].cpus == std::vector<int>{2 % cores});
+  }
+  m.bind = "none";  // unbound: the shift changes nothing
+  CHECK(speed_probe_specs(m, "/bin/mb", {"a.json"}, 3)[0].cpus.empty());
 }
