@@ -124,7 +124,7 @@ std::vector<std::string> exec_args(const ValidationMatrix& m, const ValidationCa
 // `dptwin-microbench --mode speed` processes (binary), one per output path,
 // bound as that many ranks of the matrix are (m.bind): bound ranks run on the
 // cores their probes read, as `dptwin calibrate --bind` reads its suite's
-// probes (one rank on the first core). `first_slot` shifts them by that many
+// probes (pass p's suite as rank p). `first_slot` shifts them by that many
 // ranks' cores: `--run-states` takes its one-process probes on every core in
 // turn, since each core has slow phases of its own (validate/README, gap 10).
 std::vector<exec::ProcessSpec> speed_probe_specs(const ValidationMatrix& m, const std::string& binary,
