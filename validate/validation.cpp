@@ -442,8 +442,9 @@ std::vector<exec::ProcessSpec> speed_probe_specs(const ValidationMatrix& m, cons
 
 namespace {
 
-// The speed probe's documents (their "speed" and "speed_readings"), from
-// `procs` processes run at once; empty when any of them failed.
+// The speed probe's documents (their "speed" and "speed_readings", and
+// "cpus": the cores the process was bound to), from `procs` processes run at
+// once; empty when any of them failed.
 std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string& binary, int procs,
                                    int first_slot = 0) {
   std::vector<std::string> paths;
@@ -452,15 +453,16 @@ std::vector<json> run_speed_probes(const ValidationMatrix& m, const std::string&
   const std::vector<exec::ProcessSpec> specs = speed_probe_specs(m, binary, paths, first_slot);
   exec::GroupOutcome g = exec::run_process_group(specs, 60);
   std::vector<json> docs;
-  for (const auto& path : paths) {
-    if (g.ok && fs::exists(path)) {
+  for (size_t i = 0; i < paths.size(); ++i) {
+    if (g.ok && fs::exists(paths[i])) {
       try {
-        std::ifstream f(path);
+        std::ifstream f(paths[i]);
         docs.push_back(json::parse(f));
+        docs.back()["cpus"] = specs[i].cpus;
       } catch (const std::exception&) {
       }
     }
-    fs::remove(path);
+    fs::remove(paths[i]);
   }
   if (docs.size() != paths.size()) docs.clear();
   return docs;
@@ -504,12 +506,12 @@ constexpr int kStateProbes = 40;
 // N-rank step waits for its slowest core.
 void probe_states(const ValidationMatrix& m, const ValidationOptions& o, int slot, json& pool) {
   const std::vector<json> docs = run_speed_probes(m, o.states_probe, 1, slot);
-  const std::vector<int> cpus = exec::bind_cpus(m.bind, slot, 1, m.threads, exec::usable_cores());
   if (docs.empty() || !docs.front().contains("speed_readings")) {
     if (o.log) o.log("note: the speed probe failed before this run; its readings are missing from the run states");
     return;
   }
   const std::string form = elementwise_form_of(docs.front().value("speed", json::object()));
+  const std::vector<int> cpus = docs.front().value("cpus", std::vector<int>{});
   for (const auto& [cls, v] : docs.front().at("speed_readings").items())
     for (const auto& x : v)
       if (x.is_number()) {

@@ -101,7 +101,8 @@ with tempfile.TemporaryDirectory() as tmp:
         nsm = os.path.join(tmp, "ns.yaml")
         open(nsm, "w").write("name: ns\nbind: none\nemulated: true\nnetns: {namespaces: [a, b], addresses: [10.9.0.1, "
                              "10.9.0.2]}\ngrids:\n  - {model: tiny, strategy: dps, ranks: 2}\n")
-        fits = len(os.sched_getaffinity(0)) >= 2
+        usable = len(os.sched_getaffinity(0))  # the cores bound ranks and probes take
+        fits = usable >= 2
         for bind, want in (("none", "0"), ("core", "0.7"), ("", "0.7" if fits else "0"), ("netns", "0")):
             flags = ["--netns", nsm] if bind == "netns" else ["--bind", bind] if bind else []
             bind = bind or "default"
@@ -124,7 +125,6 @@ with tempfile.TemporaryDirectory() as tmp:
                                          for f in ("compute-p0.json", "compute-p1.json", "compute.json")),
               "calibrate --passes 2 keeps both passes and their median" + ("" if r2.returncode == 0 else ": " + r2.stderr[-500:]))
         # Bound (the default, auto), the passes take the cores in turn.
-        usable = len(os.sched_getaffinity(0))
         check(all("compute microbenchmarks (1 thread(s) per rank, on cpu %d)" % (p % usable) in r2.stderr for p in (0, 1)),
               "calibrate --passes 2: pass p's compute suite runs on cpu p mod %d" % usable)
         if r2.returncode == 0:
