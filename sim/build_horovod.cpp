@@ -58,13 +58,23 @@ void HorovodRuntime::ensure_ticking() {
   if (ticking_) return;
   ticking_ = true;
   // Horovod's loop starts a cycle cycle_time after the previous one started,
-  // or at once when that one ran longer; idle cycles (nothing ready) are short,
-  // so the loop wakes on a grid of cycle_time from the first cycle after the
-  // last one that did work (from the start of the process before any did).
-  const int64_t cycle = std::max<int64_t>(ctx_.opts->cycle_time.count_ns(), 1);
+  // or at once when that one ran longer. It negotiates in every cycle, also
+  // when nothing is ready (the same collective with empty requests), so an
+  // idle cycle lasts the longer of cycle_time and that negotiation: the loop
+  // wakes on a grid of that period from the first cycle after the last one
+  // that did work (from the start of the process before any did), and a
+  // tensor ready mid-cycle waits for the cycle in flight to end. Where the
+  // negotiation outlasts the cycle (ranks time-sharing cores: 4 ms against
+  // 1 ms), that wait is the negotiation's own length, not the cycle's.
+  const int64_t period = std::max<int64_t>(idle_cycle().count_ns(), 1);
   const int64_t now = ctx_.sim->now().count_ns(), anchor = anchor_.count_ns();
-  const int64_t next = now <= anchor ? anchor : anchor + ((now - anchor) / cycle + 1) * cycle;
+  const int64_t next = now <= anchor ? anchor : anchor + ((now - anchor) / period + 1) * period;
   ctx_.sim->schedule_at(Time::ns(next), [this] { tick(); });
+}
+
+Time HorovodRuntime::idle_cycle() {
+  const bool warm = ctx_.opts->response_cache && cached_count_ == cached_.size();
+  return std::max(ctx_.opts->cycle_time, negotiation_time(0, warm));
 }
 
 Time HorovodRuntime::negotiation_time(size_t tensors, bool all_cached) {
@@ -102,7 +112,10 @@ void HorovodRuntime::tick() {
     bool all_cached = ctx_.opts->response_cache;
     for (int t : batch) all_cached = all_cached && cached_[t];
     Time neg = negotiation_time(batch.size(), all_cached);
-    for (int t : batch) cached_[t] = true;
+    for (int t : batch) {
+      if (!cached_[t]) ++cached_count_;
+      cached_[t] = true;
+    }
     std::vector<TaskId> neg_task(n);
     for (int s = 0; s < n; ++s)
       neg_task[s] = ex.add_task(s, StreamKind::Host, Category::Negotiation, neg, ex.name_id("negotiate"));
@@ -147,21 +160,22 @@ void HorovodRuntime::tick() {
     }
     outstanding_ -= static_cast<int>(batch.size());
     const bool more = outstanding_ > 0;
-    if (!more) place_optimizer();
     // The loop negotiates synchronously: its next cycle starts once this
     // negotiation is done, batching every tensor that became ready meanwhile.
     // CPU operations (Gloo, MPI) also run in the loop thread itself, so the next
     // cycle waits for this cycle's last buffer to be copied out; GPU operations
-    // (NCCL) are queued on a stream and finished by another thread.
-    if (more) {
-      const bool cpu = ctx_.prof->spec.kind == topology::DeviceKind::Cpu;
-      ex.on_finish(cpu ? comm_end_[0] : neg_task[0], [this] {
-        anchor_ = std::max(anchor_, ctx_.sim->now());  // a cycle that ran long: the next starts at once
-        ticking_ = false;
-        if (!ready_queue_.empty()) ensure_ticking();
-      });
-      return;
-    }
+    // (NCCL) are queued on a stream and finished by another thread. That also
+    // holds after a round's last cycle: the idle cycles' grid starts there.
+    const bool cpu = ctx_.prof->spec.kind == topology::DeviceKind::Cpu;
+    const TaskId loop_busy_until = cpu ? comm_end_[0] : neg_task[0];
+    if (!more) place_optimizer();
+    ex.on_finish(loop_busy_until, [this, more] {
+      anchor_ = std::max(anchor_, ctx_.sim->now());  // a cycle that ran long: the next starts at once
+      if (!more) return;
+      ticking_ = false;
+      if (!ready_queue_.empty()) ensure_ticking();
+    });
+    if (more) return;
   }
   ticking_ = false;
   if (outstanding_ > 0 && ready_queue_.empty()) return;  // wait: the next ready tensor restarts the loop

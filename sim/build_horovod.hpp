@@ -2,9 +2,10 @@
 //
 // hvd.DistributedOptimizer registers a hook per parameter; when a gradient is
 // ready the hook enqueues an allreduce request. A background thread wakes every
-// cycle_time, negotiates with rank 0 which tensors are ready on every rank
-// (a small bit-vector allreduce when the response cache knows them, a gather +
-// broadcast of requests otherwise), fuses ready tensors into buffers up to the
+// cycle_time (or when the previous cycle ends, if later: it negotiates in every
+// cycle, idle or not), negotiates with rank 0 which tensors are ready on every
+// rank (a small bit-vector allreduce when the response cache knows them, a
+// gather + broadcast of requests otherwise), fuses ready tensors into buffers up to the
 // fusion threshold (memcpy in), allreduces each buffer, and copies out (scaling
 // by 1/size); on CPU ranks the loop thread runs those collectives itself, so
 // its next cycle starts after them. optimizer.step() waits for every handle. With the paper's
@@ -40,6 +41,7 @@ class HorovodRuntime {
   void tick();
   void place_optimizer();
   Time negotiation_time(size_t tensors, bool all_cached);
+  Time idle_cycle();  // an idle cycle: the longer of cycle_time and an empty negotiation
 
   StepContext& ctx_;
   int steps_;
@@ -49,6 +51,7 @@ class HorovodRuntime {
   std::deque<int> ready_queue_;         // tensors ready on every slot, in order
   int outstanding_ = 0;                 // tensors of this round not yet negotiated
   std::vector<bool> cached_;            // response cache
+  size_t cached_count_ = 0;             // tensors in it
   bool ticking_ = false;
   Time anchor_ = Time::zero();          // the loop's next cycle starts here or a whole number of cycles later
   std::vector<TaskId> backward_end_;    // per slot

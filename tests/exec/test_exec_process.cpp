@@ -97,13 +97,14 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
     rep.peak_rss_bytes = 100 + r;
     rep.device_peak_bytes = r == 0 ? 7000 : 5000;
     rep.param_checksum = 42;
+    int64_t t0 = 0;  // a rank's steps follow each other, as in the trainer
     for (int s = 0; s < 4; ++s) {
       rep.steps.push_back({s, 5.0 - s + r, 1e-3, 1.0, false});
-      const int64_t t0 = s * 1000000000LL;
       const int64_t len = static_cast<int64_t>((s == 0 ? 9.0 : 1.0 + slow) * 1e8);
       rep.spans.push_back({"step", "compute", s, -1, t0, t0 + len, 0});
       rep.spans.push_back({"forward", "compute", s, -1, t0, t0 + len / 2, 0});
       rep.spans.push_back({"allreduce.bucket0", "comm", s, t0, t0 + 10, t0 + 1000010, 4096});
+      t0 += len;
     }
     return rep;
   };
@@ -146,6 +147,39 @@ TEST_CASE("result: warm-up excluded, slowest rank sets the step time, trace per 
   CHECK(back.spans.size() == 12);
   CHECK(back.steps[3].loss == doctest::Approx(3.0));
   CHECK(back.device_peak_bytes == 5000);
+}
+
+TEST_CASE("result: a step's time is the period of the last rank's ends, not the longest span") {
+  // Two ranks that stagger, as ranks time-sharing cores do: each alternates a
+  // long step (it waited for a core) and a short one, out of phase, so every
+  // step has a 0.14 s span while the job completes a step every 0.10 s.
+  auto rank = [](int r) {
+    RankReport rep;
+    rep.rank = r;
+    int64_t t0 = 0;
+    for (int s = 0; s < 5; ++s) {
+      rep.steps.push_back({s, 1.0, 1e-3, 1.0, false});
+      const double len = s == 0 ? 0.9 : ((s + r) % 2 == 1 ? 0.14 : 0.06);
+      const int64_t end = t0 + static_cast<int64_t>(len * 1e9);
+      rep.spans.push_back({"step", "compute", s, -1, t0, end, 0});
+      t0 = end;
+    }
+    return rep;
+  };
+  RunInfo info;
+  info.world = 2;
+  info.warmup_steps = 1;
+  info.tokens_per_step = 1000;
+  const auto j = make_result(info, {rank(0), rank(1)});
+  const auto& s = j["summary"];
+  CHECK(s["step_time_s"]["mean"].get<double>() == doctest::Approx(0.10));  // ends 0.9, 1.04, 1.10, 1.24, 1.30
+  CHECK(s["step_time_s"]["median"].get<double>() == doctest::Approx(0.10));
+  CHECK(s["step_span_s"]["median"].get<double>() == doctest::Approx(0.14));
+  CHECK(s["tokens_per_s"].get<double>() == doctest::Approx(1000 / 0.10));
+  CHECK(j["steps"][0]["step_time_s"].get<double>() == doctest::Approx(0.9));  // no predecessor: its span
+  CHECK(j["steps"][1]["step_time_s"].get<double>() == doctest::Approx(0.14));
+  CHECK(j["steps"][2]["step_time_s"].get<double>() == doctest::Approx(0.06));
+  CHECK(j["steps"][2]["step_span_s"].get<double>() == doctest::Approx(0.14));
 }
 
 TEST_CASE("binding: ranks to cores by policy") {

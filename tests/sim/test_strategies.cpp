@@ -1,6 +1,7 @@
 #include <doctest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sim/build_common.hpp"
 #include "topology/cluster.hpp"
@@ -363,4 +364,42 @@ TEST_CASE("horovod on CPU ranks: the loop runs its collectives itself, the next 
   };
   CHECK(negotiations_beside_allreduce("localhost-cpu", "tiny") == 0);
   CHECK(negotiations_beside_allreduce("hal-v100", "paper") > 0);
+}
+
+TEST_CASE("horovod's loop negotiates in idle cycles too: a tensor ready mid-negotiation waits for it to end") {
+  // Every collective priced at 3 ms on 4 CPU ranks: a negotiation (cached:
+  // the bit-vector allreduce) outlasts the 1 ms cycle, so an idle loop runs
+  // them back to back and wakes on a grid of that length, not of the cycle.
+  PointSpec p = traced_horovod("tiny", "localhost-cpu", 4, Time::ms(3));
+  p.sim.steps = 3;
+  const Time cycle = p.options.cycle_time;
+  PointResult r = simulate_point(p);
+  REQUIRE(r.timeline);
+  std::vector<TimelineEvent> neg, out;
+  for (const auto& e : r.timeline->events) {
+    if (e.device != 0) continue;
+    if (e.category == Category::Negotiation) neg.push_back(e);
+    if (e.category == Category::Memcpy && e.name.find("out") != std::string::npos) out.push_back(e);
+  }
+  REQUIRE(neg.size() >= 4);
+  auto by_start = [](const TimelineEvent& a, const TimelineEvent& b) { return a.start < b.start; };
+  std::sort(neg.begin(), neg.end(), by_start);
+  Time idle_period = neg.front().end - neg.front().start;
+  for (const auto& n : neg) idle_period = std::min(idle_period, n.end - n.start);  // a cached negotiation
+  REQUIRE(idle_period > cycle);
+  int idle_waits = 0;
+  for (size_t i = 1; i < neg.size(); ++i) {
+    // The previous cycle did work: the loop's grid restarts once its last
+    // buffer is copied out (CPU ranks), or a cycle after it started.
+    Time anchor = neg[i - 1].start + cycle;
+    for (const auto& o : out)
+      if (o.end <= neg[i].start && o.start >= neg[i - 1].start) anchor = std::max(anchor, o.end);
+    const Time wait = neg[i].start - anchor;
+    REQUIRE(wait >= Time::zero());
+    if (wait == Time::zero()) continue;  // tensors were queued: the next cycle at once
+    ++idle_waits;
+    const double cycles = wait.seconds() / idle_period.seconds();
+    CHECK(cycles == doctest::Approx(std::round(cycles)).epsilon(1e-6));  // whole idle negotiations
+  }
+  CHECK(idle_waits >= 2);  // the first tensors of steps 1 and 2
 }
