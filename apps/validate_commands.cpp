@@ -1,6 +1,7 @@
 #include "apps/validate_commands.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <fstream>
@@ -224,8 +225,23 @@ int run_validate(const ValidateArgs& a) {
   o.log = log_line;
   if (a.profile.empty()) std::cerr << "note: no --profile: predictions use datasheet defaults (run dptwin calibrate)\n";
   if (!a.predict_only) raise_priority(a.nice);
+  // A profile measured with its ranks run otherwise (bound vs unbound,
+  // threads, backend) prices collectives, lags and core sharing as they were
+  // then: say so before the runs, and keep it with the results.
+  std::vector<std::string> mismatches;
+  if (!a.profile.empty()) {
+    mismatches = validate::calibration_mismatches(read_profile(a.profile, "profile").calibrated_with, m);
+    if (!mismatches.empty())
+      std::cerr << fmt::format("warning: profile '{}' was calibrated with its ranks run otherwise than {} runs them "
+                               "({}); its collective, lag and sharing figures are those of its calibration's "
+                               "conditions: calibrate with the matrix's settings (dptwin calibrate --threads, --bind, "
+                               "--backend) for predictions of these runs\n",
+                               a.profile, m.file.empty() ? std::string("the built-in matrix") : "'" + m.file + "'",
+                               fmt::join(mismatches, "; "));
+  }
   auto cases = validate::run_validation(m, o);
   auto s = validate::summarize(cases, m.ranking_tie_pct);
+  s.profile_mismatches = mismatches;
   if (s.host_steal_pct > kStealWarnPct)
     std::cerr << fmt::format("warning: the hypervisor took {:.1f}% of this machine's CPU time during the runs "
                              "(/proc/stat steal): measured times follow that load\n", s.host_steal_pct);

@@ -456,8 +456,29 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
   }
 }
 
+const std::vector<std::string>& profile_document_keys() {
+  static const std::vector<std::string> keys{"name", "description", "source", "calibrated_with", "device", "network"};
+  return keys;
+}
+
 void apply_profile_document(const YamlNode& root, DeviceProfile& p) {
-  root.check_keys({"name", "description", "source", "device", "network"});
+  root.check_keys(profile_document_keys());
+  if (auto c = root.find("calibrated_with")) {
+    c->check_keys({"threads", "bind", "backend", "cluster"});
+    DeviceProfile::Conditions w;
+    if (auto t = c->find("threads")) {
+      w.threads = t->as<int>();
+      if (w.threads < 1) t->fail("threads must be at least 1");
+    }
+    if (auto b = c->find("bind")) {
+      w.bind = b->as<std::string>();
+      if (w.bind != "auto" && w.bind != "core" && w.bind != "none")
+        b->fail("bind must be auto, core or none, got '" + w.bind + "'");
+    }
+    if (auto b = c->find("backend")) w.backend = b->as<std::string>();
+    if (auto k = c->find("cluster")) w.cluster = k->as<std::string>();
+    p.calibrated_with = w;
+  }
   if (auto d = root.find("device")) apply_profile_yaml(*d, p);
   if (auto n = root.find("network")) apply_network_yaml(*n, p);
 }

@@ -227,6 +227,18 @@ struct DeviceProfile {
   DeviceProfile shared_by(int ranks, SharingMode mode = SharingMode::Fixed) const;
   // The speed probe while this profile was measured (empty = not recorded).
   SpeedProbe speed_reference;
+  // How `dptwin calibrate` ran the ranks it measured (`calibrated_with` in the
+  // YAML; empty = not recorded): binding and threads decide the collective,
+  // lag and sharing figures, so a validation that runs its ranks otherwise
+  // is told (validate::calibration_mismatches).
+  struct Conditions {
+    int threads = 0;           // intra-op threads per rank (0 = not recorded)
+    std::string bind;          // auto | core | none
+    std::string backend;       // gloo, mpi, ...
+    std::string cluster;       // preset or cluster file the ranks ran as
+    bool empty() const { return threads == 0 && bind.empty() && backend.empty() && cluster.empty(); }
+  };
+  Conditions calibrated_with;
   // This profile on the machine as the probe `now` finds it (drift
   // compensation on shared hosts): fp32 GEMM and activation tables scaled by the matmul ratio
   // now/reference, bf16 ones (half and O1 GEMMs, half activations) by the matmul_bf16 ratio where both
@@ -266,7 +278,10 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& profile);
 void apply_network_yaml(const YamlNode& node, DeviceProfile& profile);
 
 // Applies a whole profile document (as written by `dptwin calibrate`): keys
-// name, description, source, device, network. Errors name file, line and key.
+// name, description, source, calibrated_with, device, network. Errors name
+// file, line and key.
 void apply_profile_document(const YamlNode& root, DeviceProfile& profile);
+// The top-level keys of a profile document (a scenario's `calibration:` file checks them too).
+const std::vector<std::string>& profile_document_keys();
 
 }  // namespace dptwin::sim

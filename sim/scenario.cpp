@@ -334,7 +334,7 @@ std::optional<YamlNode> load_calibration(const YamlNode& node, const fs::path& b
   if (!path_exists(p.string())) node.fail(fmt::format("calibration file '{}' not found", p.string()));
   // The whole profile document as `dptwin calibrate` writes it (device: and network:).
   YamlNode cal = load_yaml_file(p.string());
-  cal.check_keys({"name", "description", "source", "device", "network"});
+  cal.check_keys(profile_document_keys());
   return cal;
 }
 

@@ -319,6 +319,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
                         "(/proc/stat steal); its figures follow that load: calibrate again when the host is quieter",
                         steal));
   }
+  res.fit.profile.calibrated_with = {o.threads, o.bind, o.backend, o.cluster};
   res.yaml = profile_yaml(res.fit.profile, name, where, o.backend);
   {
     std::ofstream f(o.out + ".tmp");

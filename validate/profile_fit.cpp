@@ -882,6 +882,9 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
   y += fmt::format("name: {}\n", name);
   y += fmt::format("description: \"{} on {} (backend {})\"\n", p.spec.name, source, backend);
   y += fmt::format("source: \"{}\"\n", source);
+  if (const auto& w = p.calibrated_with; !w.empty())
+    y += fmt::format("calibrated_with: {{threads: {}, bind: {}, backend: {}, cluster: \"{}\"}}   # how its ranks ran\n",
+                     w.threads, w.bind, w.backend, w.cluster);
   y += "device:\n";
   y += fmt::format("  fp32_peak: {:.6g} GFLOP/s\n", p.spec.fp32_peak.value() / 1e9);
   y += fmt::format("  bf16_peak: {:.6g} GFLOP/s\n", p.spec.bf16_peak.value() / 1e9);

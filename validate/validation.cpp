@@ -191,6 +191,7 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
                     {"step_error_median_pct", e.step_pct},
                     {"compute_error_median_pct", e.compute_pct},
                     {"rest_diff_median_ms", e.rest_ms}});
+  if (!s.profile_mismatches.empty()) out["summary"]["profile_mismatches"] = s.profile_mismatches;
   if (s.compensated > 0) {
     out["summary"]["compensated"] = s.compensated;
     out["summary"]["mape_uncompensated_pct"] = s.mape_uncompensated_pct;
@@ -237,7 +238,21 @@ std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSumm
   if (s.host_steal_pct >= 0)
     t += fmt::format("host: {:.1f}% of CPU time stolen by the hypervisor during the runs (mean over runs, /proc/stat)\n",
                      s.host_steal_pct);
+  for (const auto& d : s.profile_mismatches) t += fmt::format("profile: {}\n", d);
   return t;
+}
+
+std::vector<std::string> calibration_mismatches(const sim::DeviceProfile::Conditions& calibrated,
+                                                const ValidationMatrix& m) {
+  std::vector<std::string> out;
+  auto differ = [&](const char* key, const std::string& cal, const std::string& runs) {
+    if (!cal.empty() && cal != runs)
+      out.push_back(fmt::format("{}: calibrated {}, the matrix runs {}", key, cal, runs));
+  };
+  if (calibrated.threads > 0) differ("threads", std::to_string(calibrated.threads), std::to_string(m.threads));
+  differ("bind", calibrated.bind, m.bind);
+  differ("backend", calibrated.backend, m.backend);
+  return out;
 }
 
 sim::PointSpec point_for_case(const ValidationMatrix& m, const ValidationCase& c, const std::string& profile_path) {

@@ -93,6 +93,10 @@ struct ValidationSummary {
     double step_pct = 0, compute_pct = 0, rest_ms = 0;
   };
   std::vector<ComponentError> components;
+  // How the profile's calibration ran its ranks where the matrix runs them
+  // otherwise (calibration_mismatches; set by the caller, empty = they agree
+  // or the profile does not record it).
+  std::vector<std::string> profile_mismatches;
 };
 
 // Significance at which the rounds of two cases must order them (below).
@@ -111,6 +115,14 @@ nlohmann::json to_json(const std::string& matrix, const std::string& profile, co
                        const ValidationSummary& s, double tie_pct);
 // A readable table: one row per case, then the summary lines.
 std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSummary& s);
+
+// How a profile's calibration ran its ranks (`calibrated_with`) against how
+// the matrix runs them: one line per difference in threads, binding or
+// backend ("bind: calibrated auto, the matrix runs none"); empty when they
+// agree or the profile does not record it. The cluster is not compared: a
+// profile of this host prices an emulated cluster's links from its topology.
+std::vector<std::string> calibration_mismatches(const sim::DeviceProfile::Conditions& calibrated,
+                                                const ValidationMatrix& m);
 
 // The scenario point the simulator prices for a case: the matrix's cluster,
 // the model as dptwin-exec runs it (fused GELU, no dropout), ring allreduce (what

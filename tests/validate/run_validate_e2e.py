@@ -260,6 +260,20 @@ with tempfile.TemporaryDirectory() as tmp:
             v_off = json.load(open(os.path.join(off, "validation.json")))
             check(r.returncode == 0 and all("speed_ratio" not in c for c in v_off["cases"]),
                   "without --drift-compensation predictions are at the calibration's speed")
+            # A profile calibrated with its ranks run otherwise (--bind none) than the matrix
+            # runs them (bind auto): a warning before the runs, kept in validation.json.
+            none_prof = os.path.join(tmp, "stall-none.yaml")
+            check("calibrated_with: {threads: 1, bind: none, backend: gloo" in open(none_prof).read(),
+                  "the profile records how its ranks ran (calibrated_with)")
+            mis = os.path.join(tmp, "mismatch")
+            r = subprocess.run([cli, "validate", matrix, "--profile", none_prof, "--predict-only", "--out", mis],
+                               capture_output=True, text=True, timeout=120)
+            v_mis = json.load(open(os.path.join(mis, "validation.json"))) if r.returncode == 0 else {}
+            check(r.returncode == 0 and "warning: profile" in r.stderr
+                  and "bind: calibrated none, the matrix runs auto" in r.stderr
+                  and v_mis["summary"].get("profile_mismatches") == ["bind: calibrated none, the matrix runs auto"]
+                  and "profile_mismatches" not in v_off["summary"],
+                  "a profile calibrated unbound warns when the matrix binds: " + r.stderr.strip()[-300:])
             # --at-speed-of: one profile predicted at the speed another was measured at.
             two = os.path.join(tmp, "two.yaml")
             at = os.path.join(tmp, "at")

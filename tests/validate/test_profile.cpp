@@ -103,6 +103,41 @@ TEST_CASE("profile errors are located") {
   CHECK(alg.find("star") != std::string::npos);
 }
 
+TEST_CASE("calibrated_with: how the ranks ran round-trips, and a validation running them otherwise is told") {
+  sim::DeviceProfile p = sample_profile();
+  CHECK(profile_yaml(p, "t", "test", "gloo").find("calibrated_with") == std::string::npos);  // not recorded
+  p.calibrated_with = {1, "auto", "gloo", "localhost-cpu"};
+  sim::DeviceProfile q;
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  CHECK(q.calibrated_with.threads == 1);
+  CHECK(q.calibrated_with.bind == "auto");
+  CHECK(q.calibrated_with.backend == "gloo");
+  CHECK(q.calibrated_with.cluster == "localhost-cpu");
+
+  ValidationMatrix m;  // threads 1, bind auto, backend gloo
+  CHECK(calibration_mismatches(q.calibrated_with, m).empty());
+  CHECK(calibration_mismatches(sim::DeviceProfile::Conditions{}, m).empty());  // an older profile: nothing to say
+  m.bind = "none";
+  m.cluster = "/somewhere/netns-4x-10gbit.yaml";  // another cluster is no mismatch: its links come from its topology
+  auto d = calibration_mismatches(q.calibrated_with, m);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0] == "bind: calibrated auto, the matrix runs none");
+  m.threads = 2;
+  m.backend = "mpi";
+  CHECK(calibration_mismatches(q.calibrated_with, m).size() == 3);
+
+  // Recorded in validation.json's summary and printed under the table.
+  ValidationSummary s;
+  s.profile_mismatches = d;
+  CHECK(to_json("m", "p.yaml", {}, s, 3.0)["summary"]["profile_mismatches"][0] == d[0]);
+  CHECK(to_table({}, s).find("profile: bind: calibrated auto, the matrix runs none") != std::string::npos);
+  CHECK_FALSE(to_json("m", "p.yaml", {}, ValidationSummary{}, 3.0)["summary"].contains("profile_mismatches"));
+
+  CHECK(err("calibrated_with: {threads: 1, bind: socket}\n").find("bind must be auto, core or none") != std::string::npos);
+  CHECK(err("calibrated_with: {threads: 0}\n").find("p.yaml:1") != std::string::npos);
+  CHECK(err("calibrated_with: {thread: 1}\n").find("thread") != std::string::npos);
+}
+
 TEST_CASE("the network model applies the regime of the message size") {
   // 2-rank ring allreduce on localhost-cpu: 2 steps, nominal transfer S/8e9, 1 us per step.
   // Regime 1 (S <= 2 MiB): +20 us per step, bandwidth x0.5  => 2·(1+20) us + 2·S/8e9;
