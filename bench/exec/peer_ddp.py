@@ -147,10 +147,9 @@ def worker(a):
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.999), eps=1e-8)
     g = torch.Generator().manual_seed(1000 + a.rank)
-    times, losses = [], []
+    ends, losses = [], []
     dist.barrier()
     for step in range(a.steps):
-        t0 = time.perf_counter()
         x = torch.randint(0, a.vocab, (a.micro_batch, a.seq_len), generator=g)
         y = torch.randint(0, a.vocab, (a.micro_batch, a.seq_len), generator=g)
         loss = ddp(x, y)
@@ -159,11 +158,14 @@ def worker(a):
         opt.step()
         opt.zero_grad(set_to_none=False)
         losses.append(loss.item())
-        times.append(time.perf_counter() - t0)
-    t = torch.tensor(times, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX)  # a step lasts as long as its slowest rank
+        ends.append(time.monotonic())  # CLOCK_MONOTONIC: one clock for the ranks of this host
+    # A step's time is the period between the last rank's ends of consecutive
+    # steps, as dptwin-exec measures it (exec/README, step_time_s).
+    t = torch.tensor(ends, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    last = t.tolist()
     if a.rank == 0:
-        measured = t.tolist()[a.warmup_steps:]
+        measured = [last[k] - last[k - 1] for k in range(max(1, a.warmup_steps), a.steps)]
         med = statistics.median(measured)
         tokens = a.np * a.micro_batch * a.seq_len
         print(json.dumps({"peer": "pytorch-ddp-gloo", "torch": torch.__version__, "np": a.np, "threads": a.threads,
