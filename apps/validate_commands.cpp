@@ -174,6 +174,8 @@ int run_validate(const ValidateArgs& a) {
                                      : validate::load_matrix(a.file);
   if (!a.profile.empty() && !path_exists(a.profile))
     throw InputError({"command line", 0, 0}, "--profile", fmt::format("profile '{}' not found", a.profile));
+  // Read once, before any run: its errors are located, its figures checked below.
+  const sim::DeviceProfile profile = a.profile.empty() ? sim::DeviceProfile{} : read_profile(a.profile, "profile");
   validate::ValidationOptions o;
   o.profile = a.profile.empty() ? "" : fs::absolute(a.profile).string();
   o.out_dir = a.out_dir;
@@ -190,8 +192,7 @@ int run_validate(const ValidateArgs& a) {
     const SourceLocation cl{"command line", 0, 0};
     if (a.predict_only) throw InputError(cl, "--run-states", "--run-states reads the machine during the runs; drop --predict-only");
     if (a.profile.empty()) throw InputError(cl, "--run-states", "--run-states needs --profile");
-    const sim::DeviceProfile p = read_profile(a.profile, "profile");
-    if (p.speed_reference.empty() || p.speed_states.empty())
+    if (profile.speed_reference.empty() || profile.speed_states.empty())
       throw InputError(cl, "--run-states",
                        fmt::format("profile '{}' records no speed_reference and speed_states (calibrate again)", a.profile));
     const std::string mb = validate::find_microbench_binary(a.microbench);
@@ -230,7 +231,7 @@ int run_validate(const ValidateArgs& a) {
   // then: say so before the runs, and keep it with the results.
   std::vector<std::string> mismatches;
   if (!a.profile.empty()) {
-    mismatches = validate::calibration_mismatches(read_profile(a.profile, "profile").calibrated_with, m);
+    mismatches = validate::calibration_mismatches(profile.calibrated_with, m);
     if (!mismatches.empty())
       std::cerr << fmt::format("warning: profile '{}' was calibrated with its ranks run otherwise than {} runs them "
                                "({}); its collective, lag and sharing figures are those of its calibration's "
