@@ -658,10 +658,38 @@ const CollectiveCost& NetworkModel::cost(const CollectiveRequest& req) {
   // A calibrated table prices the request with the algorithm it was fitted for.
   CollectiveRequest priced = req;
   int table = -1;
-  if (find_comm_regime(opts_.calibration, req, &table) && opts_.calibration[table].algorithm)
-    priced.algorithm = *opts_.calibration[table].algorithm;
-  CollectiveCost c = opts_.mode == NetworkMode::Flow ? solve_flow(priced) : solve_analytic(priced);
+  const bool calibrated = find_comm_regime(opts_.calibration, req, &table) != nullptr;
+  if (calibrated && opts_.calibration[table].algorithm) priced.algorithm = *opts_.calibration[table].algorithm;
+  auto solve = [&](const CollectiveRequest& r) {
+    return opts_.mode == NetworkMode::Flow ? solve_flow(r) : solve_analytic(r);
+  };
+  CollectiveCost c = solve(priced);
+  // Between two regimes' measured sizes: the table's prices at both edges,
+  // interpolated linearly in bytes (the link bytes stay the request's own).
+  if (calibrated) {
+    if (auto gap = comm_regime_gap(opts_.calibration[table], req.bytes.value())) {
+      CollectiveRequest edge = priced;
+      edge.bytes = Bytes(gap->first);
+      const CollectiveCost lo = solve(edge);
+      edge.bytes = Bytes(gap->second);
+      const CollectiveCost hi = solve(edge);
+      const double w = (req.bytes.value() - gap->first) / (gap->second - gap->first);
+      c.duration = Time::from_seconds(lo.duration.seconds() + w * (hi.duration.seconds() - lo.duration.seconds()));
+      c.latency_part =
+          Time::from_seconds(lo.latency_part.seconds() + w * (hi.latency_part.seconds() - lo.latency_part.seconds()));
+      c.latency_part = min(c.latency_part, c.duration);
+      c.phases_solved += lo.phases_solved + hi.phases_solved;
+    }
+  }
   return cache_.emplace(std::move(key), std::move(c)).first->second;
+}
+
+std::optional<std::pair<double, double>> comm_regime_gap(const CommCalibration& t, double bytes) {
+  for (size_t i = 0; i + 1 < t.regimes.size(); ++i) {
+    const double lo = t.regimes[i].measured_to, hi = t.regimes[i + 1].measured_from;
+    if (lo > 0 && hi > lo && bytes > lo && bytes < hi) return std::make_pair(lo, hi);
+  }
+  return std::nullopt;
 }
 
 void NetworkModel::add_link_bytes(const Phase& p, std::vector<double>& acc) const {

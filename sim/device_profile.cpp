@@ -438,9 +438,19 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
         c.algorithm = alg;
       }
       for (const auto& rg : e.at("regimes").items()) {
-        rg.check_keys({"up_to", "alpha", "bandwidth_factor"});
+        rg.check_keys({"up_to", "alpha", "bandwidth_factor", "measured"});
         CommRegime g;
         if (auto u = rg.find("up_to")) g.up_to = u->as_bytes().value();
+        if (auto m = rg.find("measured")) {
+          const auto sizes = m->items();
+          if (sizes.size() != 2) m->fail("measured: [smallest, largest] buffer the regime's fit saw");
+          g.measured_from = sizes[0].as_bytes().value();
+          g.measured_to = sizes[1].as_bytes().value();
+          if (!(g.measured_from > 0 && g.measured_to >= g.measured_from))
+            m->fail("measured: [smallest, largest] needs 0 < smallest <= largest");
+          if (!c.regimes.empty() && c.regimes.back().measured_to > 0 && g.measured_from <= c.regimes.back().measured_to)
+            m->fail("measured sizes must ascend from regime to regime");
+        }
         g.alpha = rg.at("alpha").as_time();
         if (g.alpha.seconds() > 10) rg.at("alpha").fail("alpha above 10 s per step is not meaningful");
         g.bandwidth_factor = rg.at("bandwidth_factor").as_positive();

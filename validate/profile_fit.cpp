@@ -222,6 +222,8 @@ RegimeFit fit_comm_regimes(std::vector<CommSample> samples, int max_regimes, int
     sim::CommRegime r = fit_one_regime(samples, lo, cuts[i]).first;
     // Boundary: geometric mean of the last size of this regime and the first of the next.
     r.up_to = i + 1 < cuts.size() ? std::sqrt(samples[cuts[i] - 1].bytes * samples[cuts[i]].bytes) : 0;
+    r.measured_from = samples[lo].bytes;
+    r.measured_to = samples[cuts[i] - 1].bytes;
     out.regimes.push_back(r);
     lo = cuts[i];
   }
@@ -800,7 +802,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       p.network.push_back(c);
       json regs = json::array();
       for (const auto& g : f.regimes)
-        regs.push_back({{"up_to", g.up_to}, {"alpha_s", g.alpha.seconds()}, {"bandwidth_factor", g.bandwidth_factor}});
+        regs.push_back({{"up_to", g.up_to}, {"alpha_s", g.alpha.seconds()}, {"bandwidth_factor", g.bandwidth_factor},
+                        {"measured", {g.measured_from, g.measured_to}}});
       ndiag.push_back({{"collective", kind}, {"ranks", n}, {"samples", samples.size()},
                        {"rms_rel_error", f.rms_rel_error}, {"regimes", regs}});
     }
@@ -984,7 +987,9 @@ std::string profile_yaml(const sim::DeviceProfile& p, const std::string& name, c
       for (const auto& g : t.regimes) {
         y += "        - {";
         if (g.up_to > 0) y += fmt::format("up_to: {:.0f}, ", g.up_to);
-        y += fmt::format("alpha: {}, bandwidth_factor: {:.6g}}}\n", fmt_time(g.alpha), g.bandwidth_factor);
+        y += fmt::format("alpha: {}, bandwidth_factor: {:.6g}", fmt_time(g.alpha), g.bandwidth_factor);
+        if (g.measured_from > 0) y += fmt::format(", measured: [{:.0f}, {:.0f}]", g.measured_from, g.measured_to);
+        y += "}\n";
       }
     }
   }

@@ -483,3 +483,48 @@ TEST_CASE("ring channels spread node crossings over every NIC") {
   one.channels = 4;
   CHECK(net.cost(one).duration == t1);
 }
+
+TEST_CASE("a calibrated table prices the gap between two regimes' measured sizes by interpolation") {
+  // 4 devices, 100 GB/s links, 1 us hops; a ring allreduce table of two
+  // regimes: up to 512 KiB 400 us per step at 10000 x the bandwidth (flat:
+  // latency-bound), beyond 300 us per step at 0.1 x. Regime 1 saw 4 KiB-256
+  // KiB, regime 2 1 MiB-256 MiB. A 482 KB buffer lies in regime 1 by up_to but
+  // beyond its last measured size: its price is the line between the table's
+  // prices at 256 KiB (regime 1) and 1 MiB (regime 2).
+  const Topology t = make_switched(1, 4, 100e9, Time::us(1));
+  CommCalibration table;
+  table.collective = "allreduce";
+  table.ranks = 4;
+  table.algorithm = Algorithm::Ring;
+  table.regimes = {{512.0 * 1024, Time::us(400), 1e4, 4096, 256.0 * 1024},
+                   {0, Time::us(300), 0.1, 1024.0 * 1024, 256.0 * 1024 * 1024}};
+  NetworkOptions o;
+  o.mode = NetworkMode::Flow;
+  o.calibration = {table};
+  NetworkModel net(t, o);
+  auto price = [&](double bytes) {
+    return net.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 4, Bytes(bytes))).duration.seconds();
+  };
+  const double lo = price(256.0 * 1024), hi = price(1024.0 * 1024);
+  // (Time counts whole nanoseconds: 1e-6 relative.) At the edges: each regime's own line. 256 KiB: 6 steps of 2 us + 400 us +
+  // 64 KiB / 1e15 B/s; 1 MiB: 6 x (2 us + 300 us + 256 KiB / 10 GB/s).
+  CHECK(lo == doctest::Approx(6 * (2e-6 + 400e-6 + 65536 / 1e15)).epsilon(1e-6));
+  CHECK(hi == doctest::Approx(6 * (2e-6 + 300e-6 + 262144 / 1e10)).epsilon(1e-6));
+  const double s = 482e3, w = (s - 256.0 * 1024) / (768.0 * 1024);
+  CHECK(price(s) == doctest::Approx(lo + w * (hi - lo)).epsilon(1e-6));
+  // In regime 2's part of the gap (above up_to) the same line.
+  const double s2 = 800e3, w2 = (s2 - 256.0 * 1024) / (768.0 * 1024);
+  CHECK(price(s2) == doctest::Approx(lo + w2 * (hi - lo)).epsilon(1e-6));
+  // Inside a regime's measured sizes its own line, unchanged.
+  CHECK(price(64.0 * 1024) == doctest::Approx(6 * (2e-6 + 400e-6 + 16384 / 1e15)).epsilon(1e-6));
+  CHECK(price(4.0 * 1024 * 1024) == doctest::Approx(6 * (2e-6 + 300e-6 + 1048576 / 1e10)).epsilon(1e-6));
+  // Without measured sizes (hand-written tables, older profiles) regime 1's
+  // line prices 482 KB: 6 x (2 us + 400 us + tiny).
+  table.regimes[0].measured_from = table.regimes[0].measured_to = 0;
+  o.calibration = {table};
+  NetworkModel old(t, o);
+  const double extrapolated =
+      old.cost(request(CollectiveKind::AllReduce, Algorithm::Ring, 4, Bytes(s))).duration.seconds();
+  CHECK(extrapolated == doctest::Approx(6 * (2e-6 + 400e-6 + s / 4 / 1e15)).epsilon(1e-6));
+  CHECK(comm_regime_gap(table, s) == std::nullopt);
+}

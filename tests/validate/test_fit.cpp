@@ -72,6 +72,11 @@ TEST_CASE("comm regimes: two size regimes are found and recovered") {
   CHECK(f.regimes[0].up_to < 4.0 * 1024 * 1024);
   CHECK(f.regimes[1].up_to == 0);
   CHECK(f.rms_rel_error < 1e-6);
+  // Each regime names the sizes its fit saw: the gap between them is priced by interpolation.
+  CHECK(f.regimes[0].measured_from == 4096);
+  CHECK(f.regimes[0].measured_to == 1024.0 * 1024);
+  CHECK(f.regimes[1].measured_from == 4.0 * 1024 * 1024);
+  CHECK(f.regimes[1].measured_to == 256.0 * 1024 * 1024);
 }
 
 TEST_CASE("comm regimes: one regime when the data show one") {

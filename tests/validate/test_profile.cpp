@@ -35,7 +35,8 @@ sim::DeviceProfile sample_profile() {
   sim::CommCalibration t;
   t.collective = "allreduce";
   t.ranks = 2;
-  t.regimes = {{1048576 * 2, Time::from_seconds(20e-6), 0.5}, {0, Time::from_seconds(150e-6), 0.12}};
+  t.regimes = {{1048576 * 2, Time::from_seconds(20e-6), 0.5, 4096, 1048576},
+               {0, Time::from_seconds(150e-6), 0.12, 4194304, 268435456}};
   t.algorithm = sim::Algorithm::Ring;
   p.network.push_back(t);
   return p;
@@ -86,6 +87,10 @@ TEST_CASE("profile YAML round trip") {
   CHECK(q.network[0].regimes[0].up_to == doctest::Approx(2097152));
   CHECK(q.network[0].regimes[1].alpha.seconds() == doctest::Approx(150e-6).epsilon(1e-3).scale(0));
   CHECK(q.network[0].regimes[1].bandwidth_factor == doctest::Approx(0.12));
+  CHECK(q.network[0].regimes[0].measured_from == 4096);
+  CHECK(q.network[0].regimes[0].measured_to == 1048576);
+  CHECK(q.network[0].regimes[1].measured_from == 4194304);
+  CHECK(q.network[0].regimes[1].measured_to == 268435456);
 }
 
 TEST_CASE("profile errors are located") {
@@ -96,6 +101,16 @@ TEST_CASE("profile errors are located") {
   CHECK(err("device:\n  host_sharing: [{ranks: 4, factor: 2}, {ranks: 2, factor: 1}]\n").find("ascending") !=
         std::string::npos);
   CHECK(err("devize: {}\n").find("devize") != std::string::npos);
+  // A regime's measured sizes: two, ascending, and above the previous regime's.
+  const std::string three = err(
+      "network:\n  tables:\n    - {collective: allreduce, regimes: [{alpha: 1 us, bandwidth_factor: 1, measured: [1, 2, 3]}]}\n");
+  CHECK(three.find("p.yaml:3") != std::string::npos);
+  CHECK(three.find("measured") != std::string::npos);
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{alpha: 1 us, bandwidth_factor: 1, measured: [8 KiB, 4 KiB]}]}\n")
+            .find("smallest <= largest") != std::string::npos);
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{up_to: 1 MiB, alpha: 1 us, bandwidth_factor: 1, "
+            "measured: [4 KiB, 2 MiB]}, {alpha: 1 us, bandwidth_factor: 1, measured: [1 MiB, 8 MiB]}]}\n")
+            .find("ascend") != std::string::npos);
   const std::string alg =
       err("network:\n  tables:\n    - {collective: broadcast, algorithm: star, regimes: [{alpha: 1 us, bandwidth_factor: 1}]}\n");
   CHECK(alg.find("p.yaml:3") != std::string::npos);
