@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace dptwin::sim {
@@ -242,6 +243,28 @@ std::vector<TaskId> add_collective_all(StepContext& ctx, CollectiveKind kind, Al
   std::vector<int> slots(ctx.slots());
   for (int i = 0; i < ctx.slots(); ++i) slots[i] = i;
   return add_collective_on(ctx, slots, ctx.ranks, kind, alg, bytes, name, deps, root, cat);
+}
+
+ExecutorOptions executor_options(const StepContext& ctx) {
+  ExecutorOptions eo;
+  eo.overlap_slowdown = ctx.prof->overlap_slowdown;
+  eo.jitter = ctx.prof->compute_jitter;
+  eo.sync_lag = ctx.prof->sync_lag;
+  eo.sync_exponent = ctx.prof->sync_exponent;
+  eo.sync_latency = ctx.prof->sync_latency;
+  eo.comm_waits_for_compute = ctx.world() > 1 && ctx.prof->comm_stall >= 0.5;
+  eo.comm_needs_free_core = ctx.prof->comm_stall_one < 0.5;
+  if (!ctx.core_host.empty()) {
+    eo.host_of_device = ctx.core_host;
+    std::map<int, int> per_host;
+    int most = 2;  // the most ranks any machine holds: the table covers every count that can occur
+    for (int h : ctx.core_host) most = std::max(most, ++per_host[h]);
+    for (int k = 0; k <= most; ++k) eo.sharing_slowdown.push_back(ctx.prof->sharing_factor(std::max(1, k)));
+  }
+  // Horovod's background loop wakes every cycle on every rank, busy or not.
+  const bool horovod = ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp;
+  if (horovod && ctx.world() > 1) eo.background_slowdown = ctx.prof->background_loop_slowdown;
+  return eo;
 }
 
 bool sps_uses_data_parallel(const StepContext& ctx) {

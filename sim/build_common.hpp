@@ -124,6 +124,11 @@ std::vector<TaskId> build_horovod_step(StepContext& ctx, HorovodRuntime& rt, con
 // Whether sps runs as DataParallel (true) or as a central parameter server.
 bool sps_uses_data_parallel(const StepContext& ctx);
 
+// The executor's options for the context's profile, strategy and machines:
+// overlap, jitter, the ranks' synchronisation costs, collectives that wait
+// for compute, processor sharing of core_host's machines, Horovod's loop.
+ExecutorOptions executor_options(const StepContext& ctx);
+
 // DDP buckets of this configuration (for memory and reports).
 int dps_bucket_count(const StepContext& ctx);
 

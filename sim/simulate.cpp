@@ -61,25 +61,8 @@ struct RunOutput {
 
 RunOutput run_strategy(StepContext& ctx, const PointSpec& p) {
   Simulation sim(p.sim.seed);
-  ExecutorOptions eo;
-  eo.overlap_slowdown = ctx.prof->overlap_slowdown;
-  eo.jitter = ctx.prof->compute_jitter;
-  eo.sync_lag = ctx.prof->sync_lag;
-  eo.sync_exponent = ctx.prof->sync_exponent;
-  eo.sync_latency = ctx.prof->sync_latency;
-  eo.comm_waits_for_compute = ctx.world() > 1 && ctx.prof->comm_stall >= 0.5;
-  eo.comm_needs_free_core = ctx.prof->comm_stall_one < 0.5;
-  if (!ctx.core_host.empty()) {
-    eo.host_of_device = ctx.core_host;
-    std::map<int, int> per_host;
-    int most = 2;  // the most ranks any machine holds: the table covers every count that can occur
-    for (int h : ctx.core_host) most = std::max(most, ++per_host[h]);
-    for (int k = 0; k <= most; ++k) eo.sharing_slowdown.push_back(ctx.prof->sharing_factor(std::max(1, k)));
-  }
   const bool horovod = ctx.kind == StrategyKind::Horovod || ctx.kind == StrategyKind::HorovodAmp;
-  // Horovod's background loop wakes every cycle on every rank, busy or not.
-  if (horovod && ctx.world() > 1) eo.background_slowdown = ctx.prof->background_loop_slowdown;
-  Executor ex(sim, ctx.slots(), eo);
+  Executor ex(sim, ctx.slots(), executor_options(ctx));
   ctx.ex = &ex;
   ctx.sim = &sim;
   std::vector<CommRecord> records;

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "sim/compute_model.hpp"
+#include "sim/sync_skeleton.hpp"
 #include "validate/metrics.hpp"
 #include "topology/device_spec.hpp"
 
@@ -228,6 +229,55 @@ RegimeFit fit_comm_regimes(std::vector<CommSample> samples, int max_regimes, int
     lo = cuts[i];
   }
   return out;
+}
+
+std::vector<double> simulated_sync_cycles(const sim::DeviceProfile& p, const topology::Topology& topo,
+                                          const std::vector<std::pair<sim::SyncSkeleton, double>>& probes,
+                                          const sim::DeviceProfile::SyncCost& cost) {
+  sim::DeviceProfile q = p;
+  q.sync_by_ranks = {cost};
+  std::vector<double> out;
+  for (const auto& pr : probes) {
+    DPTWIN_ASSERT(pr.first.ranks == cost.ranks, "skeletons of the cost's rank count");
+    out.push_back(sim::simulate_sync_skeleton(q, topo, pr.first).seconds());
+  }
+  return out;
+}
+
+SyncCycleFit fit_sync_to_cycles(const sim::DeviceProfile& p, const topology::Topology& topo,
+                                const std::vector<std::pair<sim::SyncSkeleton, double>>& probes,
+                                const sim::DeviceProfile::SyncCost& start) {
+  DPTWIN_ASSERT(!probes.empty(), "a cycle fit needs a skeleton");
+  auto cost_with = [&](double latency) {
+    sim::DeviceProfile::SyncCost c = start;
+    c.ranks = probes.front().first.ranks;
+    c.latency = Time::from_seconds(latency);
+    return c;
+  };
+  auto error = [&](double latency) {
+    const auto sims = simulated_sync_cycles(p, topo, probes, cost_with(latency));
+    double e = 0;
+    for (size_t i = 0; i < probes.size(); ++i) e += std::pow(sims[i] / probes[i].second - 1.0, 2);
+    return e;
+  };
+  // A grid over [0, 4x the start's latency] (at least 5 ms), refined five
+  // times around its best point.
+  double lo = 0, hi = std::max(0.005, 4 * start.latency.seconds()), best_latency = 0;
+  double best = std::numeric_limits<double>::infinity();
+  constexpr int kGrid = 32;
+  for (int round = 0; round < 6; ++round) {
+    for (int i = 0; i <= kGrid; ++i) {
+      const double latency = lo + (hi - lo) * i / kGrid, e = error(latency);
+      if (e < best - 1e-15) best = e, best_latency = latency;
+    }
+    const double d = (hi - lo) / kGrid;
+    lo = std::max(0.0, best_latency - 2 * d), hi = best_latency + 2 * d;
+  }
+  SyncCycleFit f;
+  f.cost = cost_with(best_latency);
+  f.simulated_s = simulated_sync_cycles(p, topo, probes, f.cost);
+  f.rms_rel_error = std::sqrt(best / static_cast<double>(probes.size()));
+  return f;
 }
 
 CommSample nominal_comm(const topology::Topology& topo, sim::CollectiveKind kind, sim::Algorithm algorithm, int ranks,
@@ -665,6 +715,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   std::map<int, double> loop_by_ranks;
   std::map<int, sim::DeviceProfile::SyncCost> sync_by_ranks;
   std::map<int, std::map<int, double>> skeleton_burst;  // ranks -> matmuls -> burst_s
+  std::map<int, std::map<int, double>> skeleton_cycle;  // ranks -> matmuls -> cycle_s
+  std::map<int, std::pair<int, double>> skeleton_alone;  // ranks -> (matmuls, burst with one rank per core bursting)
   std::map<int, std::pair<int, double>> skeleton_sharing;  // ranks -> (ranks bursting, burst ratio), one run
   std::map<int, double> comm_reference;  // ranks -> the comm-state probe's seconds
   int overlap_ranks = 1 << 30;
@@ -742,6 +794,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
         if (burst <= 0) bad("a sync skeleton with a non-positive burst");
         lag += skew * std::sqrt(0.1 / burst);
         skeleton_burst[n][k.value("matmuls", 0)] = burst;
+        if (k.contains("cycle_s")) skeleton_cycle[n][k.value("matmuls", 0)] = num(k, "cycle_s");
         latency += std::max(0.0, num(k, k.contains("extra_less_spread_s") ? "extra_less_spread_s" : "extra_s")) / 2.0;
         bursts.emplace_back(burst, skew);
       }
@@ -752,6 +805,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
         // medians 1.70-1.80), and a median of such a spread moves more than a mean.
         skeleton_sharing[n] = {std::max(1, cs.value("ranks_bursting", 1)),
                                num(cs, cs.contains("ratio_trimmed_mean") ? "ratio_trimmed_mean" : "ratio")};
+        if (cs.contains("burst_one_per_core_s") && cs.contains("matmuls"))
+          skeleton_alone[n] = {cs.value("matmuls", 0), num(cs, "burst_one_per_core_s")};
       }
       const double m = static_cast<double>(bursts.size());
       sim::DeviceProfile::SyncCost c;
@@ -862,6 +917,52 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     p.background_loop_slowdown = p.background_loop_by_ranks.front().second;
   }
   diag["background_loop_slowdown"] = p.background_loop_slowdown;
+  // With more ranks than cores, the latency the simulator needs beside the
+  // measured lag to run the step skeleton in its measured cycles
+  // (fit_sync_to_cycles; profile_fit.hpp says why), where the documents have
+  // cycles and a skeleton with a core per rank; else, and where every rank has
+  // a core, the probe's components above.
+  for (auto& [n, cost] : sync_by_ranks) {
+    const std::string key = std::to_string(n);
+    diag["rank_sync_components"][key] = {{"lag_s", cost.lag.seconds()}, {"latency_s", cost.latency.seconds()}};
+    if (n * threads <= cores || per_core == 0) continue;
+    const auto cycles = skeleton_cycle.find(n);
+    const auto alone = skeleton_burst.find(per_core);
+    if (cycles == skeleton_cycle.end() || alone == skeleton_burst.end()) continue;
+    // A burst alone: the skeleton with a core per rank's; rescaled, where the
+    // n-rank run has one, to that run's own burst with one rank per core
+    // bursting (core_sharing), which read the machine in the same minutes as
+    // the cycles: two calibrations in a row read the 2-rank bursts 3% apart
+    // and their 4-rank runs' 0.02% apart (rsb5), and a burst 3% off moves
+    // the fitted lag by a third.
+    double scale = 1;
+    if (const auto same = skeleton_alone.find(n); same != skeleton_alone.end())
+      if (const auto ref = alone->second.find(same->second.first); ref != alone->second.end() && ref->second > 0 &&
+                                                                 same->second.second > 0)
+        scale = same->second.second / ref->second;
+    std::vector<std::pair<sim::SyncSkeleton, double>> probes;  // skeleton, measured cycle
+    for (const auto& [matmuls, cycle] : cycles->second) {
+      const auto b = alone->second.find(matmuls);
+      if (b == alone->second.end() || !(b->second > 0) || !(cycle > 0)) continue;
+      sim::SyncSkeleton sk;
+      sk.ranks = n;
+      sk.burst = Time::from_seconds(b->second * scale);
+      // x += 1e-3 y over 2^19 floats: two reads and a write of 2 MiB.
+      sk.optimizer = Time::from_seconds(3.0 * 4 * 524288 / p.spec.memory_bandwidth.value());
+      probes.emplace_back(sk, cycle);
+    }
+    if (probes.empty()) continue;
+    const SyncCycleFit f = fit_sync_to_cycles(p, topo_for(n), probes, cost);
+    json sk = json::array();
+    const auto with_components = simulated_sync_cycles(p, topo_for(n), probes, cost);
+    for (size_t i = 0; i < probes.size(); ++i)
+      sk.push_back({{"burst_alone_s", probes[i].first.burst.seconds()},
+                    {"measured_cycle_s", probes[i].second},
+                    {"simulated_cycle_components_s", with_components[i]},
+                    {"simulated_cycle_s", f.simulated_s[i]}});
+    diag["sync_cycle_fit"][key] = {{"skeletons", sk}, {"rms_rel_error", f.rms_rel_error}, {"burst_scale", scale}};
+    cost = f.cost;
+  }
   p.sync_by_ranks.clear();
   for (const auto& [n, c] : sync_by_ranks) {
     p.sync_by_ranks.push_back(c);

@@ -6,6 +6,7 @@
 #include "sim/build_common.hpp"
 #include "topology/cluster.hpp"
 #include "sim/simulate.hpp"
+#include "sim/sync_skeleton.hpp"
 #include "sim_test_util.hpp"
 
 using namespace dptwin;
@@ -402,4 +403,51 @@ TEST_CASE("horovod's loop negotiates in idle cycles too: a tensor ready mid-nego
     CHECK(cycles == doctest::Approx(std::round(cycles)).epsilon(1e-6));  // whole idle negotiations
   }
   CHECK(idle_waits >= 2);  // the first tensors of steps 1 and 2
+}
+
+TEST_CASE("sync skeleton: its cycle is its collectives, burst and optimizer; sync costs and core sharing add as in a step") {
+  // The step-skeleton probe as the simulator runs it (sim/sync_skeleton.hpp),
+  // on localhost-cpu with every collective step priced at 1 ms.
+  const topology::Topology topo = topology::build_topology(topology::load_cluster_preset("localhost-cpu"), 4);
+  DeviceProfile prof = make_point("tiny", "localhost-cpu", 2, StrategyKind::Dps, 1).profile;
+  sim::CommCalibration fixed;
+  fixed.regimes = {{0, Time::ms(1), 1.0}};
+  prof.network = {fixed};
+  prof.host_sharing.clear();
+  prof.sync_by_ranks.clear();
+  prof.sync_lag = prof.sync_latency = Time::zero();
+  prof.comm_stall_by_ranks.clear();
+  prof.comm_stall = 0;
+  prof.overlap_slowdown = 0;
+  SyncSkeleton sk;
+  sk.burst = Time::ms(40);
+  sk.optimizer = Time::ms(2);
+  NetworkOptions no;
+  no.calibration = prof.network;
+  NetworkModel net(topo, no);
+  auto price = [&](int ranks, CollectiveKind kind, double bytes) {
+    CollectiveRequest r;
+    r.kind = kind;
+    r.algorithm = kind == CollectiveKind::Broadcast ? Algorithm::ParameterServer : Algorithm::Ring;
+    for (int i = 0; i < ranks; ++i) r.ranks.push_back(i);
+    r.bytes = Bytes(bytes);
+    return net.cost(r).duration.seconds();
+  };
+  auto collectives = [&](int ranks) {
+    return price(ranks, CollectiveKind::Broadcast, sk.mask_bytes) + price(ranks, CollectiveKind::Broadcast, sk.scalar_bytes) +
+           price(ranks, CollectiveKind::AllReduce, sk.grad_bytes);
+  };
+  const double base = collectives(2) + 0.040 + 0.002;
+  CHECK(simulate_sync_skeleton(prof, topo, sk).seconds() == doctest::Approx(base).epsilon(1e-6));
+  // Only the allreduce follows compute inside the cycle: one latency; the
+  // ranks meet there after the burst: lag x (40 ms / 100 ms)^0.5.
+  prof.sync_by_ranks = {{2, Time::ms(10), 0.5, Time::ms(2)}};
+  CHECK(simulate_sync_skeleton(prof, topo, sk).seconds() ==
+        doctest::Approx(base + 0.002 + 0.010 * std::sqrt(0.4)).epsilon(1e-6));
+  // Four ranks time-sharing two cores: burst and optimizer take twice as long.
+  prof.sync_by_ranks.clear();
+  prof.host_sharing = {{1, 1.0}, {2, 1.0}, {4, 2.0}};
+  sk.ranks = 4;
+  CHECK(simulate_sync_skeleton(prof, topo, sk).seconds() ==
+        doctest::Approx(collectives(4) + 2 * (0.040 + 0.002)).epsilon(1e-6));
 }

@@ -589,3 +589,83 @@ TEST_CASE("fit_profile: the probe readings' spread around the reference becomes 
   CHECK(r.diagnostics["speed_states_slowest_of"]["matmul"][1].get<double>() == doctest::Approx(sim::expected_slowest(s.matmul, 2)));
   CHECK(profile_yaml(r.profile, "t", "test", "gloo").find("speed_states:") != std::string::npos);
 }
+
+TEST_CASE("fit_profile: the ranks' sync costs make the simulator run the step skeleton in its measured cycles") {
+  // 2 and 4 ranks on 2 cores (the core-sharing case above). The cycles are
+  // the simulator's own with the components' lag at 4 ranks and a known
+  // latency (1 ms, the components say 4.5): beyond the cores the fit must
+  // find that latency back; with a core per rank it keeps the components.
+  using nlohmann::json;
+  json rows;
+  json compute = compute_doc(rows);
+  compute["compute"] = rows;
+  compute["cores"] = 2;
+  const json loop = {{"matmul_s", 0.01}, {"elementwise_s", 0.001}, {"dispatch_s", 1e-5}};
+  compute["concurrency"] = loop;
+  auto comm_at = [&](int n, double short_burst, double long_burst) {
+    json c = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", n}, {"threads", 1}};
+    c["collectives"] = json::array();
+    for (const char* kind : {"allreduce", "broadcast"})
+      for (double b : {8.0, 4096.0, 65536.0, 1048576.0})
+        c["collectives"].push_back({{"kind", kind}, {"backend", "gloo"}, {"ranks", n}, {"bytes", b}, {"seconds", 2e-4 * n + b / 1e9}});
+    c["concurrency"] = loop;
+    c["sync"] = {{"ranks", n},
+                 {"skeletons",
+                  {{{"matmuls", 3}, {"burst_s", short_burst}, {"arrival_skew_s", 0.005}, {"extra_s", 0.008}},
+                   {{"matmuls", 12}, {"burst_s", long_burst}, {"arrival_skew_s", 0.012}, {"extra_s", 0.010}}}}};
+    return c;
+  };
+  const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
+  const json two = comm_at(2, 0.010, 0.040);
+  json four = comm_at(4, 0.016, 0.070);
+  const FitReport components = fit_profile(compute, {two, four}, "gloo", cluster);
+  const auto& pc = components.profile;
+  REQUIRE(pc.sync_by_ranks.size() == 2);
+  CHECK_FALSE(components.diagnostics.contains("sync_cycle_fit"));  // no cycles: the components
+  // The skeletons as the fit sets them up: the 2-rank bursts (a core each), the optimizer at the memory bandwidth.
+  std::vector<std::pair<sim::SyncSkeleton, double>> probes;
+  for (double burst : {0.010, 0.040}) {
+    sim::SyncSkeleton sk;
+    sk.ranks = 4;
+    sk.burst = Time::from_seconds(burst);
+    sk.optimizer = Time::from_seconds(3.0 * 4 * 524288 / pc.spec.memory_bandwidth.value());
+    probes.emplace_back(sk, 0.0);
+  }
+  const topology::Topology topo = topology::build_topology(cluster, 4);
+  const sim::DeviceProfile::SyncCost truth{4, pc.sync_by_ranks.at(1).lag, 0.5, Time::ms(1)};
+  const std::vector<double> cycles = simulated_sync_cycles(pc, topo, probes, truth);
+  REQUIRE(cycles.size() == 2);
+  CHECK(cycles[1] > cycles[0]);
+  four["sync"]["skeletons"][0]["cycle_s"] = cycles[0];
+  four["sync"]["skeletons"][1]["cycle_s"] = cycles[1];
+  const FitReport r = fit_profile(compute, {two, four}, "gloo", cluster);
+  const auto& c = r.profile.sync_by_ranks.at(1);
+  CHECK(c.ranks == 4);
+  CHECK(c.lag == pc.sync_by_ranks.at(1).lag);
+  CHECK(c.latency.seconds() == doctest::Approx(0.001).epsilon(0.01));
+  CHECK(pc.sync_by_ranks.at(1).latency.seconds() == doctest::Approx(0.0045));  // the components' (8 + 10 ms) / 4
+  CHECK(c.exponent == 0.5);
+  CHECK(r.diagnostics["sync_cycle_fit"]["4"]["rms_rel_error"].get<double>() < 1e-3);
+  CHECK(r.diagnostics["sync_cycle_fit"]["4"]["skeletons"][1]["measured_cycle_s"].get<double>() == doctest::Approx(cycles[1]));
+  // The components stay a diagnostic; at 2 ranks (a core each) they are the
+  // cost, cycles or not.
+  CHECK(r.diagnostics["rank_sync_components"]["4"]["lag_s"].get<double>() ==
+        doctest::Approx(pc.sync_by_ranks.at(1).lag.seconds()));
+  json two_cycles = two;
+  two_cycles["sync"]["skeletons"][0]["cycle_s"] = 0.5;
+  two_cycles["sync"]["skeletons"][1]["cycle_s"] = 0.9;
+  const FitReport with_two = fit_profile(compute, {two_cycles, four}, "gloo", cluster);
+  CHECK(with_two.profile.sync_by_ranks.at(0).lag == pc.sync_by_ranks.at(0).lag);
+  CHECK(with_two.profile.sync_by_ranks.at(0).latency == pc.sync_by_ranks.at(0).latency);
+  CHECK_FALSE(with_two.diagnostics["sync_cycle_fit"].contains("2"));
+  // Cycles shorter than the simulator's with the lag alone: no latency.
+  four["sync"]["skeletons"][0]["cycle_s"] = 0.5 * cycles[0];
+  four["sync"]["skeletons"][1]["cycle_s"] = 0.5 * cycles[1];
+  const FitReport shorter = fit_profile(compute, {two, four}, "gloo", cluster);
+  const auto& none = shorter.profile.sync_by_ranks.at(1);
+  CHECK(none.lag == pc.sync_by_ranks.at(1).lag);
+  CHECK(none.latency == Time::zero());
+  // Documents without a skeleton with a core per rank keep the components.
+  const FitReport alone_four = fit_profile(compute, {four}, "gloo", cluster);
+  CHECK_FALSE(alone_four.diagnostics.contains("sync_cycle_fit"));
+}
