@@ -677,7 +677,6 @@ const CollectiveCost& NetworkModel::cost(const CollectiveRequest& req) {
       c.duration = Time::from_seconds(lo.duration.seconds() + w * (hi.duration.seconds() - lo.duration.seconds()));
       c.latency_part =
           Time::from_seconds(lo.latency_part.seconds() + w * (hi.latency_part.seconds() - lo.latency_part.seconds()));
-      c.latency_part = min(c.latency_part, c.duration);
       c.phases_solved += lo.phases_solved + hi.phases_solved;
     }
   }
@@ -768,6 +767,21 @@ AlphaBeta NetworkModel::phase_alpha_beta(const Phase& p, const std::vector<doubl
 }
 
 Time NetworkModel::analytic_time(const CollectiveRequest& req) const {
+  // Between two regimes' measured sizes: the line between the edges' prices, as cost() does.
+  int table = -1;
+  if (find_comm_regime(opts_.calibration, req, &table))
+    if (auto gap = comm_regime_gap(opts_.calibration[table], req.bytes.value())) {
+      CollectiveRequest edge = req;
+      edge.bytes = Bytes(gap->first);
+      const double lo = regime_analytic_time(edge).seconds();
+      edge.bytes = Bytes(gap->second);
+      const double hi = regime_analytic_time(edge).seconds();
+      return Time::from_seconds(lo + (req.bytes.value() - gap->first) / (gap->second - gap->first) * (hi - lo));
+    }
+  return regime_analytic_time(req);
+}
+
+Time NetworkModel::regime_analytic_time(const CollectiveRequest& req) const {
   const std::vector<Phase> phases = decompose(req, topo_);
   if (phases.empty()) return Time::zero();
   const Algorithm a = resolve_algorithm(req, topo_);

@@ -205,6 +205,8 @@ class NetworkModel {
     Time latency;                 // worst route latency of the phase's flows
     std::vector<std::pair<int, double>> link_bytes_per_byte;
   };
+  // analytic_time within the regime its bytes fall in (no gap interpolation).
+  Time regime_analytic_time(const CollectiveRequest& req) const;
   CollectiveCost solve_flow(const CollectiveRequest& req);
   CollectiveCost solve_analytic(const CollectiveRequest& req) const;
   AlphaBeta phase_alpha_beta(const Phase& p, const std::vector<double>& capacity, Time extra_alpha) const;

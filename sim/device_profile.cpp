@@ -450,6 +450,11 @@ void apply_network_yaml(const YamlNode& node, DeviceProfile& p) {
             m->fail("measured: [smallest, largest] needs 0 < smallest <= largest");
           if (!c.regimes.empty() && c.regimes.back().measured_to > 0 && g.measured_from <= c.regimes.back().measured_to)
             m->fail("measured sizes must ascend from regime to regime");
+          // The bound between two regimes lies between their measured sizes.
+          if (g.up_to > 0 && g.up_to < g.measured_to)
+            m->fail("measured sizes beyond the regime's up_to");
+          if (!c.regimes.empty() && c.regimes.back().up_to >= g.measured_from)
+            m->fail("measured sizes at or below the previous regime's up_to");
         }
         g.alpha = rg.at("alpha").as_time();
         if (g.alpha.seconds() > 10) rg.at("alpha").fail("alpha above 10 s per step is not meaningful");

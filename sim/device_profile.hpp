@@ -272,7 +272,7 @@ DeviceProfile default_profile(const topology::DeviceSpec& spec);
 void apply_profile_yaml(const YamlNode& node, DeviceProfile& profile);
 
 // Applies a `network:` section: {tables: [{link_kind?, collective?, ranks?,
-// regimes: [{up_to?, alpha, bandwidth_factor}, ...]}, ...], state_reference?:
+// regimes: [{up_to?, alpha, bandwidth_factor, measured?: [from, to]}, ...]}, ...], state_reference?:
 // [{ranks, allreduce_4k}, ...]}, plus free-text `backend` and `source`.
 // Replaces profile.network and profile.comm_reference.
 void apply_network_yaml(const YamlNode& node, DeviceProfile& profile);

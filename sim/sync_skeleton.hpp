@@ -5,12 +5,13 @@
 // 0 (8 KiB, 8 bytes), a compute burst, the gradient allreduce entered straight
 // from it, an optimizer stand-in, then the same collectives alone behind a
 // barrier. Its measured cycle (from the ranks' entry into the first broadcast
-// to the last rank's optimizer end) is a step in miniature; the fit of a
-// profile's synchronisation costs (DeviceProfile::SyncCost: lag, latency) asks
-// the simulator to reproduce it (validate/profile_fit.cpp), so that the costs
-// mean what the simulator does with them: where ranks time-share cores the
-// processor sharing already puts the last rank's burst end at the machine's
-// whole work, and the lag prices only what the real period adds to that.
+// to the last rank's optimizer end) is a step in miniature. Beyond the cores
+// the fit of a profile's synchronisation latency (DeviceProfile::SyncCost)
+// asks the simulator to reproduce it (validate/profile_fit.cpp,
+// fit_sync_to_cycles), so that the latency means what the simulator does with
+// it: where ranks time-share cores the processor sharing already puts the
+// last rank's burst end at the machine's whole work, and the sync costs price
+// only what the real period adds to that.
 #pragma once
 
 #include "core/units.hpp"

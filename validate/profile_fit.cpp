@@ -244,6 +244,13 @@ std::vector<double> simulated_sync_cycles(const sim::DeviceProfile& p, const top
   return out;
 }
 
+Time skeleton_optimizer(const sim::DeviceProfile& p) {
+  // x += 1e-3 y over 2^19 floats: two reads and a write of 2 MiB, one kernel.
+  constexpr double kBytes = 3.0 * 4 * 524288;
+  const double rate = p.spec.memory_bandwidth.value() * p.memory.at(kBytes);
+  return (rate > 0 ? Time::from_seconds(kBytes / rate) : Time::zero()) + p.launch_overhead;
+}
+
 SyncCycleFit fit_sync_to_cycles(const sim::DeviceProfile& p, const topology::Topology& topo,
                                 const std::vector<std::pair<sim::SyncSkeleton, double>>& probes,
                                 const sim::DeviceProfile::SyncCost& start) {
@@ -275,6 +282,7 @@ SyncCycleFit fit_sync_to_cycles(const sim::DeviceProfile& p, const topology::Top
   }
   SyncCycleFit f;
   f.cost = cost_with(best_latency);
+  f.at_zero = best_latency == 0;
   f.simulated_s = simulated_sync_cycles(p, topo, probes, f.cost);
   f.rms_rel_error = std::sqrt(best / static_cast<double>(probes.size()));
   return f;
@@ -947,8 +955,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       sim::SyncSkeleton sk;
       sk.ranks = n;
       sk.burst = Time::from_seconds(b->second * scale);
-      // x += 1e-3 y over 2^19 floats: two reads and a write of 2 MiB.
-      sk.optimizer = Time::from_seconds(3.0 * 4 * 524288 / p.spec.memory_bandwidth.value());
+      sk.optimizer = skeleton_optimizer(p);
       probes.emplace_back(sk, cycle);
     }
     if (probes.empty()) continue;
@@ -960,7 +967,10 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
                     {"measured_cycle_s", probes[i].second},
                     {"simulated_cycle_components_s", with_components[i]},
                     {"simulated_cycle_s", f.simulated_s[i]}});
-    diag["sync_cycle_fit"][key] = {{"skeletons", sk}, {"rms_rel_error", f.rms_rel_error}, {"burst_scale", scale}};
+    diag["sync_cycle_fit"][key] = {{"skeletons", sk},
+                                   {"rms_rel_error", f.rms_rel_error},
+                                   {"burst_scale", scale},
+                                   {"latency_at_zero", f.at_zero}};
     cost = f.cost;
   }
   p.sync_by_ranks.clear();

@@ -518,6 +518,19 @@ TEST_CASE("a calibrated table prices the gap between two regimes' measured sizes
   // Inside a regime's measured sizes its own line, unchanged.
   CHECK(price(64.0 * 1024) == doctest::Approx(6 * (2e-6 + 400e-6 + 16384 / 1e15)).epsilon(1e-6));
   CHECK(price(4.0 * 1024 * 1024) == doctest::Approx(6 * (2e-6 + 300e-6 + 1048576 / 1e10)).epsilon(1e-6));
+  // Analytic pricing (Horovod's control messages) interpolates the same way,
+  // and a repeated request (cached) prices the same.
+  o.mode = NetworkMode::Analytic;
+  NetworkModel analytic(t, o);
+  auto analytic_price = [&](double bytes) {
+    return analytic.analytic_time(request(CollectiveKind::AllReduce, Algorithm::Ring, 4, Bytes(bytes))).seconds();
+  };
+  const double alo = analytic_price(256.0 * 1024), ahi = analytic_price(1024.0 * 1024);
+  CHECK(alo == doctest::Approx(lo).epsilon(1e-6));
+  CHECK(ahi == doctest::Approx(hi).epsilon(1e-6));
+  CHECK(analytic_price(s) == doctest::Approx(alo + w * (ahi - alo)).epsilon(1e-6));
+  CHECK(price(s) == doctest::Approx(lo + w * (hi - lo)).epsilon(1e-6));
+  o.mode = NetworkMode::Flow;
   // Without measured sizes (hand-written tables, older profiles) regime 1's
   // line prices 482 KB: 6 x (2 us + 400 us + tiny).
   table.regimes[0].measured_from = table.regimes[0].measured_to = 0;

@@ -628,14 +628,13 @@ TEST_CASE("fit_profile: the ranks' sync costs make the simulator run the step sk
     sim::SyncSkeleton sk;
     sk.ranks = 4;
     sk.burst = Time::from_seconds(burst);
-    sk.optimizer = Time::from_seconds(3.0 * 4 * 524288 / pc.spec.memory_bandwidth.value());
+    sk.optimizer = skeleton_optimizer(pc);
     probes.emplace_back(sk, 0.0);
   }
   const topology::Topology topo = topology::build_topology(cluster, 4);
   const sim::DeviceProfile::SyncCost truth{4, pc.sync_by_ranks.at(1).lag, 0.5, Time::ms(1)};
   const std::vector<double> cycles = simulated_sync_cycles(pc, topo, probes, truth);
   REQUIRE(cycles.size() == 2);
-  CHECK(cycles[1] > cycles[0]);
   four["sync"]["skeletons"][0]["cycle_s"] = cycles[0];
   four["sync"]["skeletons"][1]["cycle_s"] = cycles[1];
   const FitReport r = fit_profile(compute, {two, four}, "gloo", cluster);
@@ -646,6 +645,8 @@ TEST_CASE("fit_profile: the ranks' sync costs make the simulator run the step sk
   CHECK(pc.sync_by_ranks.at(1).latency.seconds() == doctest::Approx(0.0045));  // the components' (8 + 10 ms) / 4
   CHECK(c.exponent == 0.5);
   CHECK(r.diagnostics["sync_cycle_fit"]["4"]["rms_rel_error"].get<double>() < 1e-3);
+  CHECK_FALSE(r.diagnostics["sync_cycle_fit"]["4"]["latency_at_zero"].get<bool>());
+  CHECK(r.diagnostics["sync_cycle_fit"]["4"]["burst_scale"].get<double>() == 1.0);
   CHECK(r.diagnostics["sync_cycle_fit"]["4"]["skeletons"][1]["measured_cycle_s"].get<double>() == doctest::Approx(cycles[1]));
   // The components stay a diagnostic; at 2 ranks (a core each) they are the
   // cost, cycles or not.
@@ -665,6 +666,16 @@ TEST_CASE("fit_profile: the ranks' sync costs make the simulator run the step sk
   const auto& none = shorter.profile.sync_by_ranks.at(1);
   CHECK(none.lag == pc.sync_by_ranks.at(1).lag);
   CHECK(none.latency == Time::zero());
+  CHECK(shorter.diagnostics["sync_cycle_fit"]["4"]["latency_at_zero"].get<bool>());
+  // The 4-rank run's own burst with one rank per core bursting (12 matmuls,
+  // 10% over the 2-rank run's) rescales both skeletons' bursts alone.
+  four["sync"]["core_sharing"] = {{"matmuls", 12}, {"ranks_bursting", 2}, {"burst_one_per_core_s", 0.044},
+                                  {"burst_every_rank_s", 0.075}, {"ratio", 1.7}};
+  const FitReport rescaled = fit_profile(compute, {two, four}, "gloo", cluster);
+  const json& fit4 = rescaled.diagnostics["sync_cycle_fit"]["4"];
+  CHECK(fit4["burst_scale"].get<double>() == doctest::Approx(1.1));
+  CHECK(fit4["skeletons"][0]["burst_alone_s"].get<double>() == doctest::Approx(0.011));
+  CHECK(fit4["skeletons"][1]["burst_alone_s"].get<double>() == doctest::Approx(0.044));
   // Documents without a skeleton with a core per rank keep the components.
   const FitReport alone_four = fit_profile(compute, {four}, "gloo", cluster);
   CHECK_FALSE(alone_four.diagnostics.contains("sync_cycle_fit"));

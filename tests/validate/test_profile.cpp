@@ -108,9 +108,18 @@ TEST_CASE("profile errors are located") {
   CHECK(three.find("measured") != std::string::npos);
   CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{alpha: 1 us, bandwidth_factor: 1, measured: [8 KiB, 4 KiB]}]}\n")
             .find("smallest <= largest") != std::string::npos);
-  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{up_to: 1 MiB, alpha: 1 us, bandwidth_factor: 1, "
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{up_to: 4 MiB, alpha: 1 us, bandwidth_factor: 1, "
             "measured: [4 KiB, 2 MiB]}, {alpha: 1 us, bandwidth_factor: 1, measured: [1 MiB, 8 MiB]}]}\n")
             .find("ascend") != std::string::npos);
+  // The bound between two regimes lies between their measured sizes.
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{up_to: 1 MiB, alpha: 1 us, bandwidth_factor: 1, "
+            "measured: [4 KiB, 2 MiB]}, {alpha: 1 us, bandwidth_factor: 1, measured: [4 MiB, 8 MiB]}]}\n")
+            .find("beyond the regime's up_to") != std::string::npos);
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{up_to: 2 MiB, alpha: 1 us, bandwidth_factor: 1, "
+            "measured: [4 KiB, 1 MiB]}, {alpha: 1 us, bandwidth_factor: 1, measured: [2 MiB, 8 MiB]}]}\n")
+            .find("previous regime's up_to") != std::string::npos);
+  CHECK(err("network:\n  tables:\n    - {collective: allreduce, regimes: [{up_to: 2 MiB, alpha: 1 us, bandwidth_factor: 1, "
+            "measured: [4 KiB, 1 MiB]}, {alpha: 1 us, bandwidth_factor: 1, measured: [4 MiB, 8 MiB]}]}\n") == "");
   const std::string alg =
       err("network:\n  tables:\n    - {collective: broadcast, algorithm: star, regimes: [{alpha: 1 us, bandwidth_factor: 1}]}\n");
   CHECK(alg.find("p.yaml:3") != std::string::npos);
