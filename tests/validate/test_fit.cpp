@@ -1,9 +1,11 @@
 // Fits recover known parameters from synthetic data (validate/profile_fit.hpp).
 #include <doctest.h>
 
+#include <array>
 #include <cmath>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -146,6 +148,35 @@ nlohmann::json compute_doc(nlohmann::json& rows) {
   for (double f : {1e6, 1e7, 1e8, 1e9}) rows.push_back({{"op", "matmul"}, {"dtype", "fp32"}, {"flops", f}, {"seconds", f / 50e9 + 1e-6}});
   for (double b : {1e4, 1e5, 1e6, 1e7}) rows.push_back({{"op", "elementwise"}, {"dtype", "fp32"}, {"bytes", b}, {"seconds", b / 10e9 + 1e-6}});
   return doc;
+}
+// The matmul / add / dispatch loop's times (the core-sharing probe), alike at every rank count.
+nlohmann::json sharing_loop() { return {{"matmul_s", 0.01}, {"elementwise_s", 0.001}, {"dispatch_s", 1e-5}}; }
+
+// A compute document of a 2-core machine, with the loop probe run alone.
+nlohmann::json two_core_compute() {
+  nlohmann::json rows;
+  nlohmann::json compute = compute_doc(rows);
+  compute["compute"] = rows;
+  compute["cores"] = 2;
+  compute["concurrency"] = sharing_loop();
+  return compute;
+}
+// A comm document of n ranks on that machine: `kinds` at `sizes`, each at
+// `fixed_s` + bytes / 1 GB/s; the loop probe; the step skeleton's 3- and
+// 12-matmul bursts with their arrival skews and extra times.
+nlohmann::json skeleton_comm(int n, const std::vector<const char*>& kinds, const std::vector<double>& sizes, double fixed_s,
+                             std::array<double, 2> bursts, std::array<double, 2> skews, std::array<double, 2> extras) {
+  nlohmann::json c = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", n}, {"threads", 1}};
+  c["collectives"] = nlohmann::json::array();
+  for (const char* kind : kinds)
+    for (double b : sizes)
+      c["collectives"].push_back({{"kind", kind}, {"backend", "gloo"}, {"ranks", n}, {"bytes", b}, {"seconds", fixed_s + b / 1e9}});
+  c["concurrency"] = sharing_loop();
+  c["sync"] = {{"ranks", n},
+               {"skeletons",
+                {{{"matmuls", 3}, {"burst_s", bursts[0]}, {"arrival_skew_s", skews[0]}, {"extra_s", extras[0]}},
+                 {{"matmuls", 12}, {"burst_s", bursts[1]}, {"arrival_skew_s", skews[1]}, {"extra_s", extras[1]}}}}};
+  return c;
 }
 }  // namespace
 
@@ -467,23 +498,10 @@ TEST_CASE("fit_profile: Horovod's loop probe gives the slowdown by ranks; its ne
 
 TEST_CASE("fit_profile: core sharing beyond the cores: time-slicing, the skeleton reported") {
   using nlohmann::json;
-  json rows;
-  json compute = compute_doc(rows);
-  compute["compute"] = rows;
-  compute["cores"] = 2;
-  const json loop = {{"matmul_s", 0.01}, {"elementwise_s", 0.001}, {"dispatch_s", 1e-5}};
-  compute["concurrency"] = loop;
+  json compute = two_core_compute();
   auto comm_at = [&](int n, double short_burst, double long_burst) {
-    json c = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", n}, {"threads", 1}};
-    c["collectives"] = json::array();
-    for (double b : {4096.0, 65536.0, 1048576.0})
-      c["collectives"].push_back({{"kind", "allreduce"}, {"backend", "gloo"}, {"ranks", n}, {"bytes", b}, {"seconds", 1e-4 + b / 1e9}});
-    c["concurrency"] = loop;
-    c["sync"] = {{"ranks", n},
-                 {"skeletons",
-                  {{{"matmuls", 3}, {"burst_s", short_burst}, {"arrival_skew_s", 0.001}, {"extra_s", 0.001}},
-                   {{"matmuls", 12}, {"burst_s", long_burst}, {"arrival_skew_s", 0.002}, {"extra_s", 0.001}}}}};
-    return c;
+    return skeleton_comm(n, {"allreduce"}, {4096.0, 65536.0, 1048576.0}, 1e-4, {short_burst, long_burst}, {0.001, 0.002},
+                         {0.001, 0.001});
   };
   const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
   // Four ranks on two cores time-slice them: 2.0 while all four compute (the
@@ -596,24 +614,10 @@ TEST_CASE("fit_profile: the ranks' sync costs make the simulator run the step sk
   // latency (1 ms, the components say 4.5): beyond the cores the fit must
   // find that latency back; with a core per rank it keeps the components.
   using nlohmann::json;
-  json rows;
-  json compute = compute_doc(rows);
-  compute["compute"] = rows;
-  compute["cores"] = 2;
-  const json loop = {{"matmul_s", 0.01}, {"elementwise_s", 0.001}, {"dispatch_s", 1e-5}};
-  compute["concurrency"] = loop;
+  const json compute = two_core_compute();
   auto comm_at = [&](int n, double short_burst, double long_burst) {
-    json c = {{"schema", "dptwin.microbench/1"}, {"mode", "comm"}, {"backend", "gloo"}, {"ranks", n}, {"threads", 1}};
-    c["collectives"] = json::array();
-    for (const char* kind : {"allreduce", "broadcast"})
-      for (double b : {8.0, 4096.0, 65536.0, 1048576.0})
-        c["collectives"].push_back({{"kind", kind}, {"backend", "gloo"}, {"ranks", n}, {"bytes", b}, {"seconds", 2e-4 * n + b / 1e9}});
-    c["concurrency"] = loop;
-    c["sync"] = {{"ranks", n},
-                 {"skeletons",
-                  {{{"matmuls", 3}, {"burst_s", short_burst}, {"arrival_skew_s", 0.005}, {"extra_s", 0.008}},
-                   {{"matmuls", 12}, {"burst_s", long_burst}, {"arrival_skew_s", 0.012}, {"extra_s", 0.010}}}}};
-    return c;
+    return skeleton_comm(n, {"allreduce", "broadcast"}, {8.0, 4096.0, 65536.0, 1048576.0}, 2e-4 * n,
+                         {short_burst, long_burst}, {0.005, 0.012}, {0.008, 0.010});
   };
   const topology::ClusterSpec cluster = topology::load_cluster_preset("localhost-cpu");
   const json two = comm_at(2, 0.010, 0.040);
