@@ -7,7 +7,7 @@
 // barrier. Its measured cycle (from the ranks' entry into the first broadcast
 // to the last rank's optimizer end) is a step in miniature. Beyond the cores
 // the fit of a profile's synchronisation latency (DeviceProfile::SyncCost)
-// asks the simulator to reproduce it (validate/profile_fit.cpp,
+// asks the simulator to reproduce it (validate/sync_fit.hpp,
 // fit_sync_to_cycles), so that the latency means what the simulator does with
 // it: where ranks time-share cores the processor sharing already puts the
 // last rank's burst end at the machine's whole work, and the sync costs price

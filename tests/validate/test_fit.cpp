@@ -14,6 +14,7 @@
 #include "topology/cluster.hpp"
 #include "validate/calibrate.hpp"
 #include "validate/profile_fit.hpp"
+#include "validate/sync_fit.hpp"
 
 using namespace dptwin;
 using namespace dptwin::validate;
