@@ -673,14 +673,17 @@ const CollectiveCost& NetworkModel::cost(const CollectiveRequest& req) {
       const CollectiveCost lo = solve(edge);
       edge.bytes = Bytes(gap->second);
       const CollectiveCost hi = solve(edge);
-      const double w = (req.bytes.value() - gap->first) / (gap->second - gap->first);
-      c.duration = Time::from_seconds(lo.duration.seconds() + w * (hi.duration.seconds() - lo.duration.seconds()));
-      c.latency_part =
-          Time::from_seconds(lo.latency_part.seconds() + w * (hi.latency_part.seconds() - lo.latency_part.seconds()));
+      c.duration = across_gap(*gap, req.bytes.value(), lo.duration, hi.duration);
+      c.latency_part = across_gap(*gap, req.bytes.value(), lo.latency_part, hi.latency_part);
       c.phases_solved += lo.phases_solved + hi.phases_solved;
     }
   }
   return cache_.emplace(std::move(key), std::move(c)).first->second;
+}
+
+Time across_gap(const std::pair<double, double>& gap, double bytes, Time at_first, Time at_second) {
+  const double w = (bytes - gap.first) / (gap.second - gap.first);
+  return Time::from_seconds(at_first.seconds() + w * (at_second.seconds() - at_first.seconds()));
 }
 
 std::optional<std::pair<double, double>> comm_regime_gap(const CommCalibration& t, double bytes) {
@@ -773,10 +776,9 @@ Time NetworkModel::analytic_time(const CollectiveRequest& req) const {
     if (auto gap = comm_regime_gap(opts_.calibration[table], req.bytes.value())) {
       CollectiveRequest edge = req;
       edge.bytes = Bytes(gap->first);
-      const double lo = regime_analytic_time(edge).seconds();
+      const Time lo = regime_analytic_time(edge);
       edge.bytes = Bytes(gap->second);
-      const double hi = regime_analytic_time(edge).seconds();
-      return Time::from_seconds(lo + (req.bytes.value() - gap->first) / (gap->second - gap->first) * (hi - lo));
+      return across_gap(*gap, req.bytes.value(), lo, regime_analytic_time(edge));
     }
   return regime_analytic_time(req);
 }

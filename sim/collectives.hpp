@@ -168,6 +168,8 @@ const CommRegime* find_comm_regime(const std::vector<CommCalibration>& tables, c
 // between two regimes of `t` that both name their measured sizes: (last size
 // of the lower regime, first size of the higher); nullopt otherwise.
 std::optional<std::pair<double, double>> comm_regime_gap(const CommCalibration& t, double bytes);
+// A price at `bytes` inside `gap` on the line between the prices at its two edges.
+Time across_gap(const std::pair<double, double>& gap, double bytes, Time at_first, Time at_second);
 
 struct NetworkOptions {
   NetworkMode mode = NetworkMode::Flow;

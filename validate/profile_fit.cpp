@@ -902,9 +902,10 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       probes.emplace_back(sk, cycle);
     }
     if (probes.empty()) continue;
-    const SyncCycleFit f = fit_sync_to_cycles(p, topo_for(n), probes, cost);
+    const topology::Topology topo = topo_for(n);
+    const SyncCycleFit f = fit_sync_to_cycles(p, topo, probes, cost);
     json sk = json::array();
-    const auto with_components = simulated_sync_cycles(p, topo_for(n), probes, cost);
+    const auto with_components = simulated_sync_cycles(p, topo, probes, cost);
     for (size_t i = 0; i < probes.size(); ++i)
       sk.push_back({{"burst_alone_s", probes[i].first.burst.seconds()},
                     {"measured_cycle_s", probes[i].second},
@@ -913,7 +914,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
     diag["sync_cycle_fit"][key] = {{"skeletons", sk},
                                    {"rms_rel_error", f.rms_rel_error},
                                    {"burst_scale", scale},
-                                   {"latency_at_zero", f.at_zero}};
+                                   {"latency_at_zero", f.cost.latency == Time::zero()}};
     cost = f.cost;
   }
   p.sync_by_ranks.clear();

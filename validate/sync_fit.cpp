@@ -59,7 +59,6 @@ SyncCycleFit fit_sync_to_cycles(const sim::DeviceProfile& p, const topology::Top
   }
   SyncCycleFit f;
   f.cost = cost_with(best_latency);
-  f.at_zero = best_latency == 0;
   f.simulated_s = simulated_sync_cycles(p, topo, probes, f.cost);
   f.rms_rel_error = std::sqrt(best / static_cast<double>(probes.size()));
   return f;

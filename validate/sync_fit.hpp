@@ -35,7 +35,6 @@ struct SyncCycleFit {
   sim::DeviceProfile::SyncCost cost;
   std::vector<double> simulated_s;  // the skeletons' cycles with `cost`
   double rms_rel_error = 0;
-  bool at_zero = false;             // the latency at its bound 0: the lag alone overshoots the cycles
 };
 SyncCycleFit fit_sync_to_cycles(const sim::DeviceProfile& p, const topology::Topology& topo,
                                 const std::vector<std::pair<sim::SyncSkeleton, double>>& probes,
