@@ -240,8 +240,8 @@ GlooDevice make_device(const std::function<GlooDevice()>& create, int loop_nice)
     if (!std::binary_search(before.begin(), before.end(), tid)) started.push_back(tid);
   // The loop reaches epoll_wait within a millisecond on an idle machine; a
   // clean-clone CI run (2 cores, tests in parallel) once left one of two
-  // loops unmarked after 500 ms. Not on x86-64 no thread ever matches, and
-  // each device pays the whole wait once.
+  // loops unmarked after 500 ms. Off x86-64 no thread ever matches, and each
+  // device then pays the whole wait once.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
   for (int tid : started) {
     while (!in_epoll_wait(tid) && std::chrono::steady_clock::now() < deadline)
