@@ -70,6 +70,8 @@ const std::vector<OptionRow<ValidateArgs>>& validate_table() {
       {"--trace", "write the measured and predicted timelines of one case side by side (Chrome trace JSON)",
        &ValidateArgs::trace},
       {"--trace-case", "the case --trace shows (1-based, as numbered in the progress lines)", &ValidateArgs::trace_case},
+      {"--replay", "run nothing: take every case's measurements from this earlier validation.json of the same "
+                   "matrix and predict them again from --profile, at the run states it recorded", &ValidateArgs::replay},
   };
   return t;
 }
@@ -166,6 +168,34 @@ int run_calibrate(const CalibrateArgs& a) {
   return 0;
 }
 
+namespace {
+
+// `--replay FILE`: the earlier validation's document, checked before anything
+// is predicted; it may not be the file this validation writes.
+nlohmann::json replayed_validation(const ValidateArgs& a) {
+  const SourceLocation cl{"command line", 0, 0};
+  if (a.predict_only || a.run_states || a.drift_compensation || !a.trace.empty() || !a.at_speed_of.empty())
+    throw InputError(cl, "--replay",
+                     "--replay predicts recorded runs: drop --predict-only, --run-states, --drift-compensation, "
+                     "--trace and --at-speed-of");
+  if (!path_exists(a.replay)) throw InputError(cl, "--replay", fmt::format("'{}' not found", a.replay));
+  const fs::path written = fs::path(a.out_dir) / "validation.json";
+  std::error_code ec;
+  if (!a.out_dir.empty() && fs::equivalent(a.replay, written, ec))
+    throw InputError(cl, "--out",
+                     fmt::format("the replay would overwrite '{}', the validation it replays: choose another --out",
+                                 a.replay));
+  std::ifstream f(a.replay);
+  nlohmann::json doc = nlohmann::json::parse(f, nullptr, false);
+  if (doc.is_discarded())
+    throw InputError({a.replay, 0, 0}, "validation.json", "not valid JSON (expected dptwin validate's validation.json)");
+  if (!doc.is_object() || !doc.contains("cases") || !doc.at("cases").is_array())
+    throw InputError({a.replay, 0, 0}, "cases", "missing: not a validation.json written by dptwin validate");
+  return doc;
+}
+
+}  // namespace
+
 int run_validate(const ValidateArgs& a) {
   validate::ValidationMatrix m = a.file.empty()
                                      ? validate::parse_matrix(load_yaml_string(validate::default_matrix_text(),
@@ -181,6 +211,13 @@ int run_validate(const ValidateArgs& a) {
   o.out_dir = a.out_dir;
   o.exec_binary = a.exec_binary;
   o.predict_only = a.predict_only;
+  if (!a.replay.empty()) {
+    o.replay = replayed_validation(a);
+    const nlohmann::json& was = o.replay.contains("matrix") ? o.replay.at("matrix") : nlohmann::json();
+    if (was.is_string() && was.get<std::string>() != m.name)
+      std::cerr << fmt::format("warning: '{}' validated matrix '{}', this is '{}': cases are matched by label\n",
+                               a.replay, was.get<std::string>(), m.name);
+  }
   if (a.run_states && a.drift_compensation)
     throw InputError({"command line", 0, 0}, "--run-states", "choose --run-states or --drift-compensation, not both");
   if (a.drift_compensation && !a.profile.empty()) {
@@ -225,7 +262,7 @@ int run_validate(const ValidateArgs& a) {
   }
   o.log = log_line;
   if (a.profile.empty()) std::cerr << "note: no --profile: predictions use datasheet defaults (run dptwin calibrate)\n";
-  if (!a.predict_only) raise_priority(a.nice);
+  if (!a.predict_only && a.replay.empty()) raise_priority(a.nice);
   // A profile measured with its ranks run otherwise (bound vs unbound,
   // threads, backend) prices collectives, lags and core sharing as they were
   // then: say so before the runs, and keep it with the results.
@@ -240,7 +277,8 @@ int run_validate(const ValidateArgs& a) {
                                a.profile, m.file.empty() ? std::string("the built-in matrix") : "'" + m.file + "'",
                                fmt::join(mismatches, "; "));
   }
-  auto cases = validate::run_validation(m, o);
+  nlohmann::json run_state_readings;
+  auto cases = validate::run_validation(m, o, &run_state_readings);
   auto s = validate::summarize(cases, m.ranking_tie_pct);
   s.profile_mismatches = mismatches;
   if (s.host_steal_pct > kStealWarnPct)
@@ -251,7 +289,7 @@ int run_validate(const ValidateArgs& a) {
   if (!a.out_dir.empty()) {
     fs::create_directories(a.out_dir);
     std::ofstream(fs::path(a.out_dir) / "validation.json")
-        << validate::to_json(m.name, a.profile, cases, s, m.ranking_tie_pct).dump(1) << "\n";
+        << validate::to_json(m.name, a.profile, cases, s, m.ranking_tie_pct, run_state_readings).dump(1) << "\n";
     std::ofstream(fs::path(a.out_dir) / "validation.txt") << table;
     std::cerr << fmt::format("results in {}/validation.json and validation.txt\n", a.out_dir);
   }

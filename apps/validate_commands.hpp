@@ -52,6 +52,7 @@ struct ValidateArgs {
   int nice = -20;
   std::string trace;           // side-by-side trace of one case ("" = none)
   int trace_case = 1;          // 1-based, as in the progress lines
+  std::string replay;          // an earlier validation.json to predict again ("" = run the cases)
 };
 const std::vector<OptionRow<ValidateArgs>>& validate_table();
 // Exit 0 when every case ran (whatever the error figures), 1 when some case failed.

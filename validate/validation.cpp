@@ -140,7 +140,7 @@ ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pc
 }
 
 json to_json(const std::string& matrix, const std::string& profile, const std::vector<CaseOutcome>& cases,
-             const ValidationSummary& s, double tie_pct) {
+             const ValidationSummary& s, double tie_pct, const json& run_state_readings) {
   json out;
   out["matrix"] = matrix;
   out["profile"] = profile;
@@ -197,6 +197,7 @@ json to_json(const std::string& matrix, const std::string& profile, const std::v
     out["summary"]["mape_uncompensated_pct"] = s.mape_uncompensated_pct;
     out["summary"]["worst_uncompensated_pct"] = s.worst_uncompensated_pct;
   }
+  if (run_state_readings.is_array() && !run_state_readings.empty()) out["run_state_readings"] = run_state_readings;
   return out;
 }
 
@@ -637,11 +638,56 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
   return true;
 }
 
+// `--replay`: each case's measured figures from the previous validation's
+// case of the same label. A case the document lacks, or did not measure,
+// fails with the reason.
+void replay_measurements(const json& doc, std::vector<CaseOutcome>& out) {
+  std::map<std::string, const json*> by_label;
+  if (doc.contains("cases") && doc.at("cases").is_array())
+    for (const auto& c : doc.at("cases"))
+      if (c.is_object() && c.contains("label") && c.at("label").is_string()) by_label[c.at("label").get<std::string>()] = &c;
+  auto numbers = [](const json& c, const char* key) {
+    std::vector<double> v;
+    if (c.contains(key) && c.at(key).is_array())
+      for (const auto& x : c.at(key))
+        if (x.is_number()) v.push_back(x.get<double>());
+    return v;
+  };
+  auto number = [](const json& c, const char* key, double fallback) {
+    return c.contains(key) && c.at(key).is_number() ? c.at(key).get<double>() : fallback;
+  };
+  for (auto& co : out) {
+    if (co.status != "ok") continue;  // the simulator refused it: it never ran
+    const auto it = by_label.find(co.c.label());
+    if (it == by_label.end()) {
+      co.status = "failed";
+      co.message = "not in the replayed validation";
+      continue;
+    }
+    const json& c = *it->second;
+    co.measured_step_s = number(c, "measured_step_s", 0.0);
+    if (c.value("status", std::string("ok")) != "ok" || co.measured_step_s <= 0) {
+      co.status = "failed";
+      co.message = "not measured in the replayed validation: " + c.value("message", c.value("status", std::string("?")));
+      continue;
+    }
+    co.measured_p10_s = number(c, "measured_p10_s", 0.0);
+    co.measured_p90_s = number(c, "measured_p90_s", 0.0);
+    if (c.contains("measured_breakdown") && c.at("measured_breakdown").is_object()) co.measured_breakdown = c.at("measured_breakdown");
+    co.measured_rounds_s = numbers(c, "measured_rounds_s");
+    co.host_steal_pct = number(c, "host_steal_pct", -1.0);
+    co.host_steal_rounds_pct = numbers(c, "host_steal_rounds_pct");
+    co.comm_state_s = numbers(c, "comm_state_s");
+  }
+}
+
 }  // namespace
 
-std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o) {
-  const std::string binary = o.predict_only ? "" : exec::find_worker_binary(o.exec_binary);
-  if (!o.out_dir.empty()) fs::create_directories(fs::path(o.out_dir) / "runs");
+std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o, json* run_state_readings) {
+  if (run_state_readings) *run_state_readings = nullptr;
+  const bool runs_cases = !o.predict_only && o.replay.is_null();
+  const std::string binary = runs_cases ? exec::find_worker_binary(o.exec_binary) : "";
+  if (!o.out_dir.empty() && runs_cases) fs::create_directories(fs::path(o.out_dir) / "runs");
   const size_t n = m.cases.size();
   std::vector<CaseOutcome> out(n);
   std::map<int, sim::SpeedProbe> now;  // predict-only: one probe per rank count, taken now
@@ -665,6 +711,20 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
                         co.predicted_step_s * 1e3, error_pct(co.predicted_step_s, co.measured_step_s)));
   };
   if (o.predict_only) {
+    for (size_t i = 0; i < n; ++i) log_case(i, "", out[i]);
+    return out;
+  }
+  if (!o.replay.is_null()) {
+    replay_measurements(o.replay, out);
+    const json readings = o.replay.value("run_state_readings", json::array());
+    if (!readings.empty() && predict_at_run_states(m, o, readings, out)) {
+      if (run_state_readings) *run_state_readings = readings;
+    } else if (o.log) {
+      o.log(readings.empty() ? "note: the replayed validation recorded no run states (made without --run-states, or "
+                               "before they were kept): predictions at the profile's own state"
+                             : "note: no speed states from the recorded readings (profile without speed states): "
+                               "predictions at the profile's own state");
+    }
     for (size_t i = 0; i < n; ++i) log_case(i, "", out[i]);
     return out;
   }
@@ -733,9 +793,14 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
       }
     }
   }
-  if (!o.states_probe.empty() && !predict_at_run_states(m, o, state_readings, out) && o.log)
-    o.log("note: no speed states from the runs (profile without speed states, or the probes failed): "
-          "the predictions are the profile's own");
+  if (!o.states_probe.empty()) {
+    if (predict_at_run_states(m, o, state_readings, out)) {
+      if (run_state_readings) *run_state_readings = state_readings;
+    } else if (o.log) {
+      o.log("note: no speed states from the runs (profile without speed states, or the probes failed): "
+            "the predictions are the profile's own");
+    }
+  }
   return out;
 }
 

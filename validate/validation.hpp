@@ -111,8 +111,12 @@ inline constexpr double kRankingSignificance = 0.05;
 // not decide a ranking.
 ValidationSummary summarize(const std::vector<CaseOutcome>& cases, double tie_pct);
 
+// `run_state_readings`: the `--run-states` probes' readings (run_validation's
+// out-parameter), kept as "run_state_readings" so that `--replay` can price
+// the runs at them again; null = none.
 nlohmann::json to_json(const std::string& matrix, const std::string& profile, const std::vector<CaseOutcome>& cases,
-                       const ValidationSummary& s, double tie_pct);
+                       const ValidationSummary& s, double tie_pct,
+                       const nlohmann::json& run_state_readings = nullptr);
 // A readable table: one row per case, then the summary lines.
 std::string to_table(const std::vector<CaseOutcome>& cases, const ValidationSummary& s);
 
@@ -173,6 +177,14 @@ struct ValidationOptions {
   // And the other profile's communication state (its comm_reference), where
   // both profiles record one.
   std::vector<std::pair<int, double>> fixed_comm_state;
+  // A previous validation's document (its validation.json; null = run the
+  // cases): nothing runs, each case takes its measured figures from the
+  // document's case of the same label (a case it lacks fails), and the
+  // prediction is made again from `profile`, at the run states the document
+  // recorded (`run_state_readings` and each case's `comm_state_s`) where it
+  // has them, else at the profile's own state. Re-scores a profile, refit or
+  // model change against runs already made.
+  nlohmann::json replay;
   double case_timeout_s = 900;
   // With trace_path set: case trace_case (0-based) is traced in its last round
   // and the measured and predicted timelines are written there side by side
@@ -183,8 +195,12 @@ struct ValidationOptions {
 };
 
 // Runs and predicts every case. Exec failures are recorded per case (status
-// "failed"), not thrown. Throws InputError for bad profiles or clusters.
-std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o);
+// "failed"), not thrown. Throws InputError for bad profiles or clusters, and
+// for a replayed document without a cases list. `run_state_readings`, where
+// given, receives the readings the predictions were priced at with
+// `--run-states` or a replay (null when none).
+std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o,
+                                        nlohmann::json* run_state_readings = nullptr);
 
 // Reads the measured figures of an exec result JSON into `out`.
 void read_exec_result(const nlohmann::json& result, CaseOutcome& out);

@@ -309,6 +309,32 @@ with tempfile.TemporaryDirectory() as tmp:
                 check(sorted(sp.get("by_cpu", {}).keys()) == sorted({str(i % usable) for i in range(2)}),
                       "--run-states: the probes take the cores in turn, each core's mean reading recorded (%s)"
                       % sp.get("by_cpu"))
+                # --replay: the recorded runs predicted again, nothing run (no dptwin-exec
+                # given), at the run states kept in the document: the same predictions.
+                check(len(v_rs.get("run_state_readings", [])) == sp.get("readings"),
+                      "--run-states keeps its probes' readings in validation.json")
+                rp = os.path.join(tmp, "rp")
+                r = subprocess.run([cli, "validate", single, "--profile", two, "--exec", os.path.join(tmp, "no-exec"),
+                                    "--replay", os.path.join(rs, "validation.json"), "--out", rp],
+                                   capture_output=True, text=True, timeout=120)
+                v_rp = json.load(open(os.path.join(rp, "validation.json"))) if r.returncode == 0 else {"cases": [{}]}
+                a, b = v_rp["cases"][0], c
+                check(r.returncode == 0 and a.get("measured_step_s") == b["measured_step_s"]
+                      and abs(a.get("predicted_step_s", 0) - b["predicted_step_s"]) <= 1e-9 * b["predicted_step_s"]
+                      and v_rp.get("run_state_readings") == v_rs["run_state_readings"]
+                      and not os.path.exists(os.path.join(rp, "runs")),
+                      "--replay predicts the recorded runs again at their run states, running nothing"
+                      + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
+                for extra, why in ((["--out", rs], "would overwrite"), (["--predict-only"], "drop --predict-only")):
+                    rb = subprocess.run([cli, "validate", single, "--profile", two, "--replay",
+                                         os.path.join(rs, "validation.json")] + extra,
+                                        capture_output=True, text=True, timeout=60)
+                    check(rb.returncode != 0 and why in rb.stderr,
+                          "validate --replay %s is refused: %s" % (" ".join(extra), rb.stderr.strip()[-200:]))
+                rb = subprocess.run([cli, "validate", single, "--profile", two, "--replay", single, "--out", rp],
+                                    capture_output=True, text=True, timeout=60)
+                check(rb.returncode != 0 and single in rb.stderr and "not valid JSON" in rb.stderr,
+                      "validate --replay of a file that is not a validation.json names it: " + rb.stderr.strip()[-200:])
             nospeed = os.path.join(tmp, "nospeed.yaml")
             with open(nospeed, "w") as f:
                 f.write("name: n\ndevice: {launch_overhead: 5 us}\n")

@@ -778,6 +778,41 @@ TEST_CASE("--run-states: every case predicted at the speed states probed before 
   CHECK(comm[0].predicted_step_s == doctest::Approx(at[0].predicted_step_s));
   CHECK(to_json("m", "p", comm, summarize(comm, 3.0), 3.0).at("cases").at(1).at("comm_state_priced_s").get<double>() ==
         doctest::Approx(2e-4));
+  // --replay: the same predictions from the recorded document, nothing run
+  // (no dptwin-exec, no probe); a case the document lacks fails; without
+  // recorded readings, the profile's own state.
+  nlohmann::json readings;
+  const std::vector<CaseOutcome> recorded = run_validation(m, o, &readings);
+  REQUIRE(readings.is_array());
+  CHECK(readings.size() == 64);
+  const nlohmann::json doc = to_json("m", "p", recorded, summarize(recorded, 3.0), 3.0, readings);
+  CHECK(doc.at("run_state_readings").size() == 64);
+  ValidationOptions r;
+  r.profile = o.profile;
+  r.exec_binary = (dir / "missing-exec").string();
+  r.replay = doc;
+  nlohmann::json replayed_readings;
+  const std::vector<CaseOutcome> replayed = run_validation(m, r, &replayed_readings);
+  CHECK(replayed_readings == readings);
+  for (size_t i = 0; i < 2; ++i) {
+    INFO(m.cases[i].label());
+    REQUIRE(replayed[i].status == "ok");
+    CHECK(replayed[i].measured_step_s == doctest::Approx(0.02));
+    CHECK(replayed[i].measured_rounds_s == recorded[i].measured_rounds_s);
+    CHECK(replayed[i].comm_state_s == recorded[i].comm_state_s);
+    CHECK(replayed[i].comm_state_priced_s == doctest::Approx(recorded[i].comm_state_priced_s));
+    CHECK(replayed[i].predicted_step_s == doctest::Approx(recorded[i].predicted_step_s).epsilon(1e-9));
+  }
+  nlohmann::json partial = doc;
+  partial["cases"].erase(1);
+  partial.erase("run_state_readings");
+  r.replay = partial;
+  const std::vector<CaseOutcome> half = run_validation(m, r);
+  CHECK(half[0].status == "ok");
+  CHECK(half[0].speed.is_null());
+  CHECK(half[0].predicted_step_s == doctest::Approx(plain[0].predicted_step_s));
+  CHECK(half[1].status == "failed");
+  CHECK(half[1].message.find("not in the replayed validation") != std::string::npos);
   // A probe that writes no readings leaves the predictions the profile's own.
   write_script(dir / "mb", "exit 3\n");
   const std::vector<CaseOutcome> failed = run_validation(m, o);
