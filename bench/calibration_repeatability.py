@@ -6,7 +6,10 @@ Not part of `meson test` (about 9 minutes on 2 cores; about 22 with --passes 3 (
   bench/calibration_repeatability.py DPTWIN OUT_DIR [calibrate options...]
 (DPTWIN: a binary with the calibrate/validate subcommands, e.g. build/apps/dptwin;
 calibrate options such as --passes 3 are passed through; `--reuse` as the
-first of them compares OUT_DIR/profile-1.yaml and profile-2.yaml as they are.)
+first of them compares OUT_DIR/profile-1.yaml and profile-2.yaml as they are;
+`--states-of V/validation.json` (a `validate --run-states` of the default
+matrix) also compares both profiles' predictions of that validation's runs at
+the machine states its runs read (`validate --replay`).)
 
 Prints, per case, the predictions of both profiles twice: as they are (each at
 the machine state its calibration found) and with the second profile brought
@@ -29,6 +32,11 @@ import sys
 
 dptwin, out = sys.argv[1], sys.argv[2]
 extra = sys.argv[3:]
+states_of = None
+if "--states-of" in extra:
+    i = extra.index("--states-of")
+    states_of = extra[i + 1]
+    del extra[i:i + 2]
 os.makedirs(out, exist_ok=True)
 prof = [os.path.join(out, "profile-%d.yaml" % i) for i in (1, 2)]
 reuse = extra[:1] == ["--reuse"]
@@ -71,6 +79,19 @@ for a, b, c in zip(first, second, second_at_first):
 n = len(first)
 print("as calibrated: largest difference %.1f%%, %d/%d cases within 5%%" % (worst_abs, within_abs, n))
 print("at one state:  largest difference %.1f%%, %d/%d cases within 5%%" % (worst_at, within_at, n))
+if states_of:
+    # Both profiles predict the recorded runs at the states those runs read.
+    replayed = []
+    for i, p in enumerate(prof):
+        vdir = os.path.join(out, "replay-%d" % (i + 1))
+        subprocess.run([dptwin, "validate", "--profile", p, "--replay", states_of, "--out", vdir], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        replayed.append(json.load(open(os.path.join(vdir, "validation.json"))))
+    a, b = ({c["label"]: c["predicted_step_s"] for c in r["cases"]} for r in replayed)
+    d = {k: spread(b[k], a[k]) for k in a if k in b}
+    print("at the runs' states of %s: largest difference %.1f%%, %d/%d cases within 5%%; MAPE %.1f%% / %.1f%%"
+          % (states_of, max(d.values()), sum(v <= 5 for v in d.values()), len(d),
+             replayed[0]["summary"]["mape_pct"], replayed[1]["summary"]["mape_pct"]))
 
 
 def parts(path):

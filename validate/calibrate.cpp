@@ -269,7 +269,7 @@ CalibrateResult run_calibration(const CalibrateOptions& o) {
   const bool several = compute_passes.size() > 1;
   if (several) compute["probe_readings"] = probe_readings(compute_passes);  // the speed states of all passes
   for (auto& [key, docs] : comm_passes) {
-    json merged = median_of_documents(docs);
+    json merged = median_of_documents(normalized_to_comm_state(docs));
     // How far this rank count's collectives followed the comm-state probe
     // from pass to pass: a diagnostic (`.fit.json` comm_state_exponent). With
     // three passes it swung from 0 to 1 between calibrations in a row (rs3,

@@ -441,6 +441,34 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   return out;
 }
 
+std::vector<json> normalized_to_comm_state(const std::vector<json>& passes) {
+  std::vector<double> states;
+  for (const auto& d : passes) {
+    const double s = d.contains("comm_state") ? d.at("comm_state").value("seconds", 0.0) : 0.0;
+    if (!(s > 0) || !d.contains("collectives")) return passes;
+    states.push_back(s);
+  }
+  if (states.size() < 2) return passes;
+  const double ref = median(states);
+  std::vector<json> out = passes;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double f = std::clamp(ref / states[i], 0.2, 5.0);
+    for (auto& r : out[i].at("collectives")) {
+      sim::CollectiveKind k;
+      if (!sim::parse_collective_kind(r.value("kind", ""), k)) continue;  // ps_round: not a table
+      for (const char* key : {"mean_s", "seconds", "min_s"})
+        if (r.contains(key) && r.at(key).is_number()) r[key] = r.at(key).get<double>() * f;
+      for (const char* key : {"reads_s", "rounds_s"})
+        if (r.contains(key) && r.at(key).is_array())
+          for (auto& x : r[key])
+            if (x.is_number()) x = x.get<double>() * f;
+    }
+    out[i]["comm_state"]["seconds"] = ref;
+    out[i]["normalized_to_state"] = ref;
+  }
+  return out;
+}
+
 std::optional<CommStateExponent> comm_state_exponent(const std::vector<json>& passes) {
   // One pass: (probe seconds, {(kind, bytes): mean over its rounds}).
   struct Pass {

@@ -128,6 +128,16 @@ std::string elementwise_form_of(const nlohmann::json& probe);
 std::string elementwise_probe_form(const nlohmann::json& doc);
 SpeedReference probe_reference(const std::vector<nlohmann::json>& docs);
 nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReference& ref);
+// The comm passes of one rank count, each with its collective tables' figures
+// ("mean_s", "seconds", "min_s", "reads_s", "rounds_s" of every collective
+// the profile prices as a table) scaled by reference / the pass's comm-state
+// reading, the reference being the median of the passes' readings, which
+// becomes every pass's "comm_state" "seconds" and is recorded as
+// "normalized_to_state": the passes as if measured in one state, the one the
+// profile's state_reference names, before their median is taken (as compute
+// passes are brought to one speed). Passes without a reading, or a single
+// pass, are returned as they are.
+std::vector<nlohmann::json> normalized_to_comm_state(const std::vector<nlohmann::json>& passes);
 // The share of a call's time that follows the dispatch speed: sim::dispatch_share.
 using sim::dispatch_share;
 // Every probe reading of `docs` ({"class", "s"}, one per probed case), or a

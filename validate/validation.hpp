@@ -22,7 +22,9 @@
 //    predicted_uncompensated_step_s, and in the summary compensated,
 //    mape_uncompensated_pct, worst_uncompensated_pct; summary.components:
 //    [{group, cases, step_error_median_pct, compute_error_median_pct,
-//    rest_diff_median_ms}] (see ValidationSummary::components).
+//    rest_diff_median_ms}] (see ValidationSummary::components); with run
+//    states, run_state_readings: [{class, s, cpu, form}] (the probes'
+//    readings, what `--replay` prices the cases at again).
 //
 // Thread-safety: run_validation forks processes; call from one thread.
 #pragma once

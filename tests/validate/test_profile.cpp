@@ -689,6 +689,41 @@ TEST_CASE("comm state exponent: fitted from the passes, round trip, and a table 
         std::string::npos);
 }
 
+TEST_CASE("comm passes brought to one communication state before their median") {
+  // Three passes whose probe reads 100, 200 and 150 us, their tables moving
+  // with it: at the median reading (150 us) every pass prices alike.
+  auto pass = [](double state_us) {
+    const double f = state_us / 100.0;
+    return nlohmann::json{
+        {"comm_state", {{"seconds", state_us * 1e-6}}},
+        {"collectives",
+         {{{"kind", "allreduce"}, {"bytes", 4096}, {"mean_s", 1e-3 * f}, {"min_s", 5e-4 * f},
+           {"rounds_s", {1e-3 * f, 1.1e-3 * f}}, {"reads_s", {0.9e-3 * f}}},
+          {{"kind", "broadcast"}, {"bytes", 1048576}, {"seconds", 4e-3 * f}},
+          {{"kind", "ps_round"}, {"bytes", 4096}, {"mean_s", 5e-4 * f}}}}};
+  };
+  const std::vector<nlohmann::json> n = normalized_to_comm_state({pass(100), pass(200), pass(150)});
+  REQUIRE(n.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("pass " << i);
+    const nlohmann::json& c = n[i].at("collectives");
+    CHECK(n[i].at("comm_state").at("seconds").get<double>() == doctest::Approx(150e-6));
+    CHECK(n[i].at("normalized_to_state").get<double>() == doctest::Approx(150e-6));
+    CHECK(c[0].at("mean_s").get<double>() == doctest::Approx(1.5e-3));
+    CHECK(c[0].at("min_s").get<double>() == doctest::Approx(0.75e-3));
+    CHECK(c[0].at("rounds_s")[1].get<double>() == doctest::Approx(1.65e-3));
+    CHECK(c[0].at("reads_s")[0].get<double>() == doctest::Approx(1.35e-3));
+    CHECK(c[1].at("seconds").get<double>() == doctest::Approx(6e-3));
+  }
+  // ps_round is not a table: as measured.
+  CHECK(n[1].at("collectives")[2].at("mean_s").get<double>() == doctest::Approx(1e-3));
+  // One pass, or a pass without a reading: as they are.
+  CHECK(normalized_to_comm_state({pass(200)}).at(0) == pass(200));
+  nlohmann::json bare = pass(200);
+  bare.erase("comm_state");
+  CHECK(normalized_to_comm_state({pass(100), bare}).at(0) == pass(100));
+}
+
 namespace {
 // An executable shell script at `path` (for stand-ins of dptwin-exec and dptwin-microbench).
 void write_script(const std::filesystem::path& path, const std::string& body) {
