@@ -191,6 +191,18 @@ nlohmann::json replayed_validation(const ValidateArgs& a) {
     throw InputError({a.replay, 0, 0}, "validation.json", "not valid JSON (expected dptwin validate's validation.json)");
   if (!doc.is_object() || !doc.contains("cases") || !doc.at("cases").is_array())
     throw InputError({a.replay, 0, 0}, "cases", "missing: not a validation.json written by dptwin validate");
+  if (doc.contains("run_state_readings")) {
+    const nlohmann::json& r = doc.at("run_state_readings");
+    if (!r.is_array()) throw InputError({a.replay, 0, 0}, "run_state_readings", "must be a list of probe readings");
+    for (size_t i = 0; i < r.size(); ++i) {
+      const nlohmann::json& x = r[i];
+      if (!x.is_object() || !x.contains("class") || !x.at("class").is_string() || !x.contains("s") ||
+          !x.at("s").is_number() || (x.contains("form") && !x.at("form").is_string()) ||
+          (x.contains("cpu") && !x.at("cpu").is_number_integer()))
+        throw InputError({a.replay, 0, 0}, fmt::format("run_state_readings[{}]", i),
+                         "a reading is {class: <probe class>, s: <seconds>[, cpu, form]}");
+    }
+  }
   return doc;
 }
 
@@ -288,8 +300,10 @@ int run_validate(const ValidateArgs& a) {
   std::cout << table;
   if (!a.out_dir.empty()) {
     fs::create_directories(a.out_dir);
-    std::ofstream(fs::path(a.out_dir) / "validation.json")
-        << validate::to_json(m.name, a.profile, cases, s, m.ranking_tie_pct, run_state_readings).dump(1) << "\n";
+    nlohmann::json doc = validate::to_json(m.name, a.profile, cases, s, m.ranking_tie_pct, run_state_readings);
+    // A replay's measurements are the replayed validation's: say so, lest they count twice.
+    if (!a.replay.empty()) doc["replay_of"] = fs::absolute(a.replay).string();
+    std::ofstream(fs::path(a.out_dir) / "validation.json") << doc.dump(1) << "\n";
     std::ofstream(fs::path(a.out_dir) / "validation.txt") << table;
     std::cerr << fmt::format("results in {}/validation.json and validation.txt\n", a.out_dir);
   }

@@ -7,9 +7,10 @@ Not part of `meson test` (about 9 minutes on 2 cores; about 22 with --passes 3 (
 (DPTWIN: a binary with the calibrate/validate subcommands, e.g. build/apps/dptwin;
 calibrate options such as --passes 3 are passed through; `--reuse` as the
 first of them compares OUT_DIR/profile-1.yaml and profile-2.yaml as they are;
-`--states-of V/validation.json` (a `validate --run-states` of the default
-matrix) also compares both profiles' predictions of that validation's runs at
-the machine states its runs read (`validate --replay`).)
+`--states-of V/validation.json` (a `validate --run-states` run) also compares
+both profiles' predictions of that validation's runs at the machine states
+its runs read (`validate --replay`; `--states-matrix M.yaml` names the matrix
+it ran, default the built-in one; cases that failed are left out).)
 
 Prints, per case, the predictions of both profiles twice: as they are (each at
 the machine state its calibration found) and with the second profile brought
@@ -32,11 +33,16 @@ import sys
 
 dptwin, out = sys.argv[1], sys.argv[2]
 extra = sys.argv[3:]
-states_of = None
-if "--states-of" in extra:
-    i = extra.index("--states-of")
-    states_of = extra[i + 1]
+def take(flag):
+    if flag not in extra:
+        return None
+    i = extra.index(flag)
+    value = extra[i + 1]
     del extra[i:i + 2]
+    return value
+
+
+states_of, states_matrix = take("--states-of"), take("--states-matrix")
 os.makedirs(out, exist_ok=True)
 prof = [os.path.join(out, "profile-%d.yaml" % i) for i in (1, 2)]
 reuse = extra[:1] == ["--reuse"]
@@ -84,14 +90,20 @@ if states_of:
     replayed = []
     for i, p in enumerate(prof):
         vdir = os.path.join(out, "replay-%d" % (i + 1))
-        subprocess.run([dptwin, "validate", "--profile", p, "--replay", states_of, "--out", vdir], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        replayed.append(json.load(open(os.path.join(vdir, "validation.json"))))
-    a, b = ({c["label"]: c["predicted_step_s"] for c in r["cases"]} for r in replayed)
+        # Exits 1 when a case failed (in the recorded runs): those are left out below.
+        with open(os.path.join(out, "replay-%d.log" % (i + 1)), "w") as log:
+            subprocess.run([dptwin, "validate"] + ([states_matrix] if states_matrix else []) +
+                           ["--profile", p, "--replay", states_of, "--out", vdir], stdout=log, stderr=log)
+        path = os.path.join(vdir, "validation.json")
+        replayed.append(json.load(open(path)) if os.path.exists(path) else {"cases": [], "summary": {}})
+    a, b = ({c["label"]: c["predicted_step_s"] for c in r["cases"] if c.get("status") == "ok"} for r in replayed)
     d = {k: spread(b[k], a[k]) for k in a if k in b}
-    print("at the runs' states of %s: largest difference %.1f%%, %d/%d cases within 5%%; MAPE %.1f%% / %.1f%%"
-          % (states_of, max(d.values()), sum(v <= 5 for v in d.values()), len(d),
-             replayed[0]["summary"]["mape_pct"], replayed[1]["summary"]["mape_pct"]))
+    if d:
+        print("at the runs' states of %s: largest difference %.1f%%, %d/%d cases within 5%%; MAPE %.1f%% / %.1f%%"
+              % (states_of, max(d.values()), sum(v <= 5 for v in d.values()), len(d),
+                 replayed[0]["summary"].get("mape_pct", float("nan")), replayed[1]["summary"].get("mape_pct", float("nan"))))
+    else:
+        print("at the runs' states of %s: no case replayed by both profiles (see %s/replay-*.log)" % (states_of, out))
 
 
 def parts(path):

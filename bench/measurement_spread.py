@@ -25,6 +25,8 @@ def load(path):
         path = os.path.join(path, "validation.json")
     with open(path) as f:
         doc = json.load(f)
+    if doc.get("replay_of"):  # `validate --replay`: the same runs as the document it replays
+        print("note: %s replays %s: its measurements are that run's" % (path, doc["replay_of"]), file=sys.stderr)
     cases = {c["label"]: c for c in doc["cases"] if c.get("status", "ok") == "ok" and c.get("measured_step_s")}
     return os.path.basename(os.path.dirname(os.path.abspath(path))), cases
 

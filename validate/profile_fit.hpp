@@ -136,7 +136,9 @@ nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReferen
 // "normalized_to_state": the passes as if measured in one state, the one the
 // profile's state_reference names, before their median is taken (as compute
 // passes are brought to one speed). Passes without a reading, or a single
-// pass, are returned as they are.
+// pass, are returned as they are. The scaling is the ratio itself (exponent
+// 1), as a profile maps its tables unless its YAML sets
+// `state_reference: exponent`, which the fit never writes.
 std::vector<nlohmann::json> normalized_to_comm_state(const std::vector<nlohmann::json>& passes);
 // The share of a call's time that follows the dispatch speed: sim::dispatch_share.
 using sim::dispatch_share;

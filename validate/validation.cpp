@@ -565,8 +565,8 @@ bool predict_at_run_states(const ValidationMatrix& m, const ValidationOptions& o
     else other_form = form;
   }
   if (!other_form.empty() && o.log)
-    o.log(fmt::format("note: the profile's elementwise speed reference was read by the {} add probe, this "
-                      "dptwin-microbench reads the {} one: the memory tables stay at the profile's speed (calibrate again)",
+    o.log(fmt::format("note: the profile's elementwise speed reference was read by the {} add probe, the run states' "
+                      "readings by the {} one: the memory tables stay at the profile's speed (calibrate again)",
                       r.elementwise_form, other_form));
   std::map<std::string, std::vector<double>> by_class;
   for (const auto& x : usable) by_class[x.at("class").get<std::string>()].push_back(x.at("s").get<double>());
@@ -665,10 +665,19 @@ void replay_measurements(const json& doc, std::vector<CaseOutcome>& out) {
       continue;
     }
     const json& c = *it->second;
+    auto text = [&c](const char* key) {
+      return c.contains(key) && c.at(key).is_string() ? c.at(key).get<std::string>() : std::string();
+    };
     co.measured_step_s = number(c, "measured_step_s", 0.0);
-    if (c.value("status", std::string("ok")) != "ok" || co.measured_step_s <= 0) {
+    const std::string status = text("status");
+    if (!status.empty() && status != "ok") {
       co.status = "failed";
-      co.message = "not measured in the replayed validation: " + c.value("message", c.value("status", std::string("?")));
+      co.message = "not measured in the replayed validation: " + status + (text("message").empty() ? "" : " " + text("message"));
+      continue;
+    }
+    if (co.measured_step_s <= 0) {
+      co.status = "failed";
+      co.message = "no measured_step_s in the replayed validation (a --predict-only one?)";
       continue;
     }
     co.measured_p10_s = number(c, "measured_p10_s", 0.0);
@@ -716,14 +725,18 @@ std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const Validat
   }
   if (!o.replay.is_null()) {
     replay_measurements(o.replay, out);
-    const json readings = o.replay.value("run_state_readings", json::array());
-    if (!readings.empty() && predict_at_run_states(m, o, readings, out)) {
-      if (run_state_readings) *run_state_readings = readings;
-    } else if (o.log) {
-      o.log(readings.empty() ? "note: the replayed validation recorded no run states (made without --run-states, or "
-                               "before they were kept): predictions at the profile's own state"
-                             : "note: no speed states from the recorded readings (profile without speed states): "
-                               "predictions at the profile's own state");
+    const json readings = o.replay.contains("run_state_readings") && o.replay.at("run_state_readings").is_array()
+                              ? o.replay.at("run_state_readings")
+                              : json::array();
+    // The recorded readings go on with the replay's results whatever this
+    // profile makes of them, so that its output can be replayed again.
+    if (run_state_readings && !readings.empty()) *run_state_readings = readings;
+    if (readings.empty() || !predict_at_run_states(m, o, readings, out)) {
+      if (o.log)
+        o.log(readings.empty() ? "note: the replayed validation recorded no run states (made without --run-states, or "
+                                 "before they were kept): predictions at the profile's own state"
+                               : "note: no speed states from the recorded readings (profile without speed states): "
+                                 "predictions at the profile's own state");
     }
     for (size_t i = 0; i < n; ++i) log_case(i, "", out[i]);
     return out;

@@ -185,7 +185,8 @@ struct ValidationOptions {
   // prediction is made again from `profile`, at the run states the document
   // recorded (`run_state_readings` and each case's `comm_state_s`) where it
   // has them, else at the profile's own state. Re-scores a profile, refit or
-  // model change against runs already made.
+  // model change against runs already made. Readings must be objects with a
+  // string "class" and a number "s" (the app checks it).
   nlohmann::json replay;
   double case_timeout_s = 900;
   // With trace_path set: case trace_case (0-based) is traced in its last round
@@ -197,10 +198,11 @@ struct ValidationOptions {
 };
 
 // Runs and predicts every case. Exec failures are recorded per case (status
-// "failed"), not thrown. Throws InputError for bad profiles or clusters, and
-// for a replayed document without a cases list. `run_state_readings`, where
-// given, receives the readings the predictions were priced at with
-// `--run-states` or a replay (null when none).
+// "failed"), not thrown. Throws InputError for bad profiles or clusters; a
+// replayed document without a case of the matrix fails that case (the app
+// checks the document's shape first: apps/validate_commands.cpp).
+// `run_state_readings`, where given, receives the `--run-states` readings the
+// predictions were priced at, or a replayed document's readings (null when none).
 std::vector<CaseOutcome> run_validation(const ValidationMatrix& m, const ValidationOptions& o,
                                         nlohmann::json* run_state_readings = nullptr);
 

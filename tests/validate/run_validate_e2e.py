@@ -116,6 +116,41 @@ with tempfile.TemporaryDirectory() as tmp:
                   "--bind %s: the profile's comm_stall_one is %s for a probe reading of 0.7, kept in .fit.json (%s)"
                   % (bind, want, line.strip()))
         check(diag["matmul_fp32"]["rms_rel_error"] < 0.5, "matmul fit error below 50% (quick shapes)")
+        # Comm passes refit through --input are first brought to their median comm state:
+        # passes read at 100 / 200 / 150 us with figures x1 / x1 / x3 fit as three passes
+        # read at 150 us with figures x1.5 (without it the median would be x1), and the
+        # pass-to-pass exponent diagnostic still sees the passes as read.
+        def comm_pass(name, state_s, factor):
+            d = json.loads(json.dumps(comm))
+            d["comm_state"] = {"kind": "allreduce", "bytes": 4096, "ranks": 2, "seconds": state_s}
+            for c in d["collectives"]:
+                if c.get("kind") == "ps_round":  # not a table: never rescaled
+                    continue
+                for k in ("mean_s", "seconds", "min_s"):
+                    if k in c:
+                        c[k] *= factor
+                for k in ("reads_s", "rounds_s"):
+                    if k in c:
+                        c[k] = [x * factor for x in c[k]]
+            path = os.path.join(tmp, name)
+            with open(path, "w") as f:
+                json.dump(d, f)
+            return path
+        compute_doc = os.path.join(tmp, "quick.raw", "compute.json")
+        apart = [comm_pass("cs-a.json", 100e-6, 1.0), comm_pass("cs-b.json", 200e-6, 1.0), comm_pass("cs-c.json", 150e-6, 3.0)]
+        alike = [comm_pass("cs-%d.json" % i, 150e-6, 1.5) for i in range(3)]
+        fits = []
+        for name, docs in (("apart", apart), ("alike", alike)):
+            rf = subprocess.run([cli, "calibrate", "--input", ",".join([compute_doc] + docs), "--out",
+                                 os.path.join(tmp, "cs-%s.yaml" % name)], capture_output=True, text=True, timeout=120)
+            fits.append(rf)
+        table = lambda f: open(os.path.join(tmp, f)).read().split("\nnetwork:", 1)[-1]
+        cs_diag = json.load(open(os.path.join(tmp, "cs-apart.fit.json"))) if fits[0].returncode == 0 else {}
+        check(all(f.returncode == 0 for f in fits) and table("cs-apart.yaml") == table("cs-alike.yaml")
+              and "allreduce_4k: 150 us" in table("cs-apart.yaml")
+              and "2" in cs_diag.get("comm_state_exponent", {}),
+              "calibrate --input brings comm passes to their median comm state before their median"
+              + ("" if all(f.returncode == 0 for f in fits) else ": " + fits[0].stderr[-300:] + fits[1].stderr[-300:]))
         # Two passes (compute only): both raw documents kept, the median written as compute.json and fitted.
         r2 = subprocess.run([cli, "calibrate", "--quick", "--ranks", "1", "--passes", "2", "--budget-s", "0.02",
                              "--microbench", microbench, "--out", os.path.join(tmp, "two.yaml")],
@@ -322,6 +357,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 check(r.returncode == 0 and a.get("measured_step_s") == b["measured_step_s"]
                       and abs(a.get("predicted_step_s", 0) - b["predicted_step_s"]) <= 1e-9 * b["predicted_step_s"]
                       and v_rp.get("run_state_readings") == v_rs["run_state_readings"]
+                      and v_rp.get("replay_of") == os.path.abspath(os.path.join(rs, "validation.json"))
                       and not os.path.exists(os.path.join(rp, "runs")),
                       "--replay predicts the recorded runs again at their run states, running nothing"
                       + ("" if r.returncode == 0 else ": " + r.stderr[-500:]))
@@ -335,6 +371,15 @@ with tempfile.TemporaryDirectory() as tmp:
                                     capture_output=True, text=True, timeout=60)
                 check(rb.returncode != 0 and single in rb.stderr and "not valid JSON" in rb.stderr,
                       "validate --replay of a file that is not a validation.json names it: " + rb.stderr.strip()[-200:])
+                bad_rs = dict(v_rs)
+                bad_rs["run_state_readings"] = v_rs["run_state_readings"][:3] + [{"class": "matmul", "s": "slow"}]
+                bad_path = os.path.join(tmp, "bad-states.json")
+                with open(bad_path, "w") as f:
+                    json.dump(bad_rs, f)
+                rb = subprocess.run([cli, "validate", single, "--profile", two, "--replay", bad_path, "--out", rp],
+                                    capture_output=True, text=True, timeout=60)
+                check(rb.returncode != 0 and bad_path in rb.stderr and "run_state_readings[3]" in rb.stderr,
+                      "validate --replay names a malformed recorded reading: " + rb.stderr.strip()[-200:])
             nospeed = os.path.join(tmp, "nospeed.yaml")
             with open(nospeed, "w") as f:
                 f.write("name: n\ndevice: {launch_overhead: 5 us}\n")

@@ -848,6 +848,32 @@ TEST_CASE("--run-states: every case predicted at the speed states probed before 
   CHECK(half[0].predicted_step_s == doctest::Approx(plain[0].predicted_step_s));
   CHECK(half[1].status == "failed");
   CHECK(half[1].message.find("not in the replayed validation") != std::string::npos);
+  // A predict-only document (no measurement), a status that is not text, a
+  // failed case: each fails with the reason, nothing throws.
+  nlohmann::json odd = doc;
+  odd["cases"][0]["measured_step_s"] = nullptr;
+  odd["cases"][1]["status"] = 3;
+  r.replay = odd;
+  const std::vector<CaseOutcome> unmeasured = run_validation(m, r);
+  CHECK(unmeasured[0].status == "failed");
+  CHECK(unmeasured[0].message.find("no measured_step_s") != std::string::npos);
+  CHECK(unmeasured[1].status == "ok");
+  odd["cases"][1]["status"] = "failed";
+  odd["cases"][1]["message"] = "timed out";
+  r.replay = odd;
+  CHECK(run_validation(m, r)[1].message == "not measured in the replayed validation: failed timed out");
+  // A profile without speed states: the profile's own state, and the readings
+  // still go on with the results (their replay can be replayed at them again).
+  {
+    std::ofstream f(dir / "plain.yaml");
+    f << profile_yaml(sample_profile(), "t", "test", "gloo");
+  }
+  r.profile = (dir / "plain.yaml").string();
+  r.replay = doc;
+  nlohmann::json kept;
+  const std::vector<CaseOutcome> own = run_validation(m, r, &kept);
+  CHECK(own[0].speed.is_null());
+  CHECK(kept == readings);
   // A probe that writes no readings leaves the predictions the profile's own.
   write_script(dir / "mb", "exit 3\n");
   const std::vector<CaseOutcome> failed = run_validation(m, o);
