@@ -444,10 +444,7 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
 std::vector<json> normalized_to_comm_state(const std::vector<json>& passes) {
   std::vector<double> states;
   for (const auto& d : passes) {
-    const double s = d.contains("comm_state") && d.at("comm_state").is_object() &&
-                             d.at("comm_state").contains("seconds") && d.at("comm_state").at("seconds").is_number()
-                         ? d.at("comm_state").at("seconds").get<double>()
-                         : 0.0;
+    const double s = d.value("/comm_state/seconds"_json_pointer, 0.0);
     if (!(s > 0) || !d.contains("collectives")) return passes;
     states.push_back(s);
   }

@@ -656,6 +656,9 @@ void replay_measurements(const json& doc, std::vector<CaseOutcome>& out) {
   auto number = [](const json& c, const char* key, double fallback) {
     return c.contains(key) && c.at(key).is_number() ? c.at(key).get<double>() : fallback;
   };
+  auto text = [](const json& c, const char* key) {
+    return c.contains(key) && c.at(key).is_string() ? c.at(key).get<std::string>() : std::string();
+  };
   for (auto& co : out) {
     if (co.status != "ok") continue;  // the simulator refused it: it never ran
     const auto it = by_label.find(co.c.label());
@@ -665,14 +668,11 @@ void replay_measurements(const json& doc, std::vector<CaseOutcome>& out) {
       continue;
     }
     const json& c = *it->second;
-    auto text = [&c](const char* key) {
-      return c.contains(key) && c.at(key).is_string() ? c.at(key).get<std::string>() : std::string();
-    };
     co.measured_step_s = number(c, "measured_step_s", 0.0);
-    const std::string status = text("status");
+    const std::string status = text(c, "status"), message = text(c, "message");
     if (!status.empty() && status != "ok") {
       co.status = "failed";
-      co.message = "not measured in the replayed validation: " + status + (text("message").empty() ? "" : " " + text("message"));
+      co.message = "not measured in the replayed validation: " + status + (message.empty() ? "" : " " + message);
       continue;
     }
     if (co.measured_step_s <= 0) {
