@@ -244,16 +244,18 @@ struct DeviceProfile {
   // now/reference, bf16 ones (half and O1 GEMMs, half activations) by the matmul_bf16 ratio where both
   // probes read it (else the matmul ratio), memory-class tables and host copies by the
   // add ratio, launch and step overheads by the dispatch ratio (ratios clamped
-  // to [0.2, 5]); a table point whose call is short follows the dispatch ratio
-  // in part, as the fit rescaled it (slow_down_blended, dispatch_share).
+  // to [0.2, 5]); a GEMM or memory table point whose call is short follows the
+  // dispatch ratio in part, as the fit rescaled it (slow_down_blended,
+  // dispatch_share); an activation point, the kernel alone, its class.
   // Collective tables are kept. Unchanged without a reference.
   DeviceProfile at_speed(const SpeedProbe& now) const;
   // The spread of the speed around speed_reference (empty = not recorded).
   SpeedStates speed_states;
   // Slows fp32 GEMM and activation tables by fm, bf16 ones (half and O1 GEMMs,
   // half activations) by fh, memory-class tables and host copies by fe,
-  // launch and step overheads by fd. With `blend_short_calls`, each table point
-  // partly by fd, by the dispatch share of its call (slow_down_blended).
+  // launch and step overheads by fd. With `blend_short_calls`, each GEMM and
+  // memory table point partly by fd, by the dispatch share of its call
+  // (slow_down_blended); activation tables by their class alone either way.
   void slow_down_by_class(double fm, double fh, double fe, double fd, bool blend_short_calls = false);
 };
 

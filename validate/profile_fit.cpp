@@ -290,9 +290,10 @@ sim::Algorithm algorithm_for(sim::CollectiveKind k) {
 
 namespace {
 
-// Calls fn(figures, reading) once for every probe reading of a compute
+// Calls fn(figures, reading, row) once for every probe reading of a compute
 // document, with the figures it was read next to (a case's "seconds" and
-// "min_s"; an autocast row's fp32_s or o1_s; one dispatch figure).
+// "min_s"; an autocast row's fp32_s or o1_s; one dispatch figure) and the row
+// they belong to (null for a dispatch figure).
 template <typename Doc, typename Fn>
 void for_each_probed(Doc& doc, Fn&& fn) {
   using Figure = std::conditional_t<std::is_const_v<Doc>, const json*, json*>;
@@ -303,11 +304,11 @@ void for_each_probed(Doc& doc, Fn&& fn) {
         std::vector<Figure> figs;
         for (const char* k : {"seconds", "min_s"})
           if (r.contains(k)) figs.push_back(&r.at(k));
-        fn(figs, r.at("probe"));
+        fn(figs, r.at("probe"), &r);
       }
       for (const char* k : {"fp32", "o1"}) {
         const std::string probe = std::string(k) + "_probe", fig = std::string(k) + "_s";
-        if (r.contains(probe) && r.contains(fig)) fn(std::vector<Figure>{&r.at(fig)}, r.at(probe));
+        if (r.contains(probe) && r.contains(fig)) fn(std::vector<Figure>{&r.at(fig)}, r.at(probe), &r);
       }
     }
   };
@@ -317,10 +318,10 @@ void for_each_probed(Doc& doc, Fn&& fn) {
   if (doc.contains("dispatch_reads") && doc.at("dispatch_reads").is_object()) {
     for (auto& [k, reads] : doc.at("dispatch_reads").items())
       for (auto& r : reads)
-        if (r.contains("seconds") && r.contains("probe")) fn(std::vector<Figure>{&r.at("seconds")}, r.at("probe"));
+        if (r.contains("seconds") && r.contains("probe")) fn(std::vector<Figure>{&r.at("seconds")}, r.at("probe"), static_cast<Figure>(nullptr));
   } else if (doc.contains("dispatch_probe") && doc.contains("dispatch")) {
     for (auto& [k, pr] : doc.at("dispatch_probe").items())
-      if (doc.at("dispatch").contains(k)) fn(std::vector<Figure>{&doc.at("dispatch").at(k)}, pr);
+      if (doc.at("dispatch").contains(k)) fn(std::vector<Figure>{&doc.at("dispatch").at(k)}, pr, static_cast<Figure>(nullptr));
   }
 }
 
@@ -329,7 +330,7 @@ void for_each_probed(Doc& doc, Fn&& fn) {
 SpeedReference probe_reference(const std::vector<json>& docs) {
   std::map<std::string, std::vector<double>> xs;
   for (const auto& d : docs)
-    for_each_probed(d, [&](const auto&, const json& pr) {
+    for_each_probed(d, [&](const auto&, const json& pr, const auto*) {
       if (pr.contains("class") && pr.contains("s") && pr.at("s").is_number() && pr.at("s").get<double>() > 0)
         xs[pr.at("class").get<std::string>()].push_back(pr.at("s").get<double>());
     });
@@ -346,7 +347,7 @@ json probe_readings(const std::vector<json>& docs) {
       for (const auto& r : d.at("probe_readings")) out.push_back(r);
       continue;
     }
-    for_each_probed(d, [&](const auto&, const json& pr) {
+    for_each_probed(d, [&](const auto&, const json& pr, const auto*) {
       if (!pr.contains("class") || !pr.contains("s") || !pr.at("s").is_number()) return;
       json r = {{"class", pr.at("class")}, {"s", pr.at("s")}};
       if (docs.size() > 1) r["pass"] = i;
@@ -403,12 +404,38 @@ sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int po
   return s;
 }
 
+namespace {
+
+// The plain dispatch figure ("plain_s", which the fit takes off every call) at
+// the reference's dispatch speed: the median of its reads each rescaled by its
+// own reading, or the one read; 0 where the document lacks it.
+double plain_dispatch_at(const json& doc, const SpeedReference& ref) {
+  const auto d = ref.find("dispatch");
+  if (d == ref.end() || !(d->second > 0)) return 0;
+  auto at_ref = [&](double seconds, const json& pr) {
+    const double s = pr.is_object() && pr.contains("s") && pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
+    return s > 0 ? seconds * std::clamp(d->second / s, 0.2, 5.0) : seconds;
+  };
+  std::vector<double> xs;
+  if (doc.contains("/dispatch_reads/plain_s"_json_pointer) && doc.at("/dispatch_reads/plain_s"_json_pointer).is_array())
+    for (const auto& r : doc.at("/dispatch_reads/plain_s"_json_pointer))
+      if (r.contains("seconds") && r.at("seconds").is_number())
+        xs.push_back(at_ref(r.at("seconds").get<double>(), r.value("probe", json())));
+  if (xs.empty() && doc.contains("/dispatch/plain_s"_json_pointer) && doc.at("/dispatch/plain_s"_json_pointer).is_number())
+    xs.push_back(at_ref(doc.at("/dispatch/plain_s"_json_pointer).get<double>(),
+                        doc.value("/dispatch_probe/plain_s"_json_pointer, json())));
+  return xs.empty() ? 0.0 : median(std::move(xs));
+}
+
+}  // namespace
+
 json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   if (doc.contains("normalized_to") || ref.empty()) return doc;
   json out = doc;
   bool any = false;
   const auto dispatch_ref = ref.find("dispatch");
-  for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr) {
+  const double plain = plain_dispatch_at(doc, ref);
+  for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr, const json* row) {
     if (!pr.contains("class") || !pr.contains("s")) return;
     const auto it = ref.find(pr.at("class").get<std::string>());
     const double reading = pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
@@ -421,10 +448,20 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
                                         : 0;
     const bool blend = dispatch_reading > 0 && dispatch_ref != ref.end() && it != dispatch_ref;
     const double by_dispatch = blend ? std::clamp(dispatch_ref->second / dispatch_reading, 0.2, 5.0) : by_class;
+    // A fused GELU call is the plain dispatch and a kernel that follows its
+    // class however short (sim::DeviceProfile::slow_down_by_class): the
+    // dispatch part by the dispatch ratio, the rest by the class's.
+    const bool kernel_by_class = row && row->value("op", "") == "activation";
     for (json* figure : figures) {
       if (!figure->is_number()) continue;
-      const double t = figure->get<double>(), share = blend ? dispatch_share(t) : 0.0;
-      *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
+      const double t = figure->get<double>();
+      if (kernel_by_class) {
+        const double dispatch_here = plain / by_dispatch;  // the plain dispatch at this reading
+        *figure = plain + std::max(t - dispatch_here, 0.05 * t) * by_class;
+      } else {
+        const double share = blend ? dispatch_share(t) : 0.0;
+        *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
+      }
       any = true;
     }
   });

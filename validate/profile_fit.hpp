@@ -114,7 +114,10 @@ struct FitReport {
 // A case whose probe also carries the dispatch reading taken next to it
 // ("dispatch_s") is scaled by a blend of both ratios, dispatch_share(its time)
 // of it by the dispatch one: short calls follow the framework's dispatch
-// speed (validate/README, known gap 8). Dispatch figures read several times
+// speed (validate/README, known gap 8); a fused activation's ("op":
+// "activation") is its plain dispatch ("plain_s" brought to the reference),
+// scaled by the dispatch ratio, and the rest by its class's, however short
+// (sim::DeviceProfile::slow_down_by_class). Dispatch figures read several times
 // (`dispatch_reads`: {key: [{"seconds", "probe"}, ...]}) are each rescaled by
 // their own reading and the figure in "dispatch" becomes their median.
 // A document already normalised, or without readings, is returned as it is.

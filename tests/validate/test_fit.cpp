@@ -327,6 +327,39 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
   CHECK(normalized_to_speed(doc, {{"matmul_bf16", 1e-3}})["compute"][0]["seconds"].get<double>() == doctest::Approx(20e-6).scale(0));
 }
 
+TEST_CASE("speed normalisation: a GELU call is its plain dispatch by the dispatch ratio and a kernel by its class") {
+  using nlohmann::json;
+  json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
+  // The plain dispatch read twice: 1 us at the reference (2 us), 3 us at 2x it: 1 and 1.5 us at the reference, median 1.25 us.
+  doc["dispatch_reads"]["plain_s"] = json::array({{{"seconds", 1e-6}, {"probe", {{"class", "dispatch"}, {"s", 2e-6}}}},
+                                                  {{"seconds", 3e-6}, {"probe", {{"class", "dispatch"}, {"s", 4e-6}}}}});
+  auto gelu = [](double seconds, double mm, double dispatch) {
+    return json{{"op", "activation"}, {"seconds", seconds}, {"probe", {{"class", "matmul_bf16"}, {"s", mm}, {"dispatch_s", dispatch}}}};
+  };
+  doc["compute"] = json::array({gelu(10e-6, 1e-3, 4e-6),   // dispatch 2x slow, the kernel's class at the reference
+                                gelu(10e-6, 2e-3, 2e-6),   // the class 2x slow, dispatch at the reference
+                                gelu(1e-3, 2e-3, 4e-6),    // a long one, both 2x: halved
+                                gelu(2e-6, 1e-3, 8e-6),    // shorter than its dispatch part at this reading: 5% kept as kernel
+                                {{"op", "activation"}, {"seconds", 10e-6}, {"probe", {{"class", "dispatch"}, {"s", 4e-6}}}},
+                                {{"op", "matmul"}, {"seconds", 10e-6}, {"probe", {{"class", "matmul_bf16"}, {"s", 1e-3}, {"dispatch_s", 4e-6}}}}});
+  const SpeedReference ref = {{"matmul_bf16", 1e-3}, {"dispatch", 2e-6}};
+  const json n = normalized_to_speed(doc, ref);
+  const double plain = 1.25e-6;
+  CHECK(n["compute"][0]["seconds"].get<double>() == doctest::Approx(plain + (10e-6 - 2 * plain)).scale(0));
+  CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(plain + (10e-6 - plain) / 2).scale(0));
+  CHECK(n["compute"][2]["seconds"].get<double>() == doctest::Approx(0.5e-3).scale(0));
+  CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(plain + 0.05 * 2e-6).scale(0));
+  // An older document's short GELU read by the dispatch probe alone: that ratio, as before.
+  CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
+  // Any other short call: all dispatch (dispatch_share), halved.
+  CHECK(n["compute"][5]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
+  CHECK(n["dispatch"]["plain_s"].get<double>() == doctest::Approx(plain).scale(0));
+  // Without dispatch figures, a GELU call follows its class alone.
+  json bare = doc;
+  bare.erase("dispatch_reads");
+  CHECK(normalized_to_speed(bare, ref)["compute"][1]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
+}
+
 TEST_CASE("fit_profile: a probed document is fitted at its readings' median speed, which becomes its reference") {
   using nlohmann::json;
   json rows;

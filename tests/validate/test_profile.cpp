@@ -451,6 +451,17 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   CHECK(b.memory.table[2].second == doctest::Approx(0.7 / 1.5));
   CHECK(b.memory.max == doctest::Approx(0.7 / 1.5));
   CHECK(b.launch_overhead.seconds() == doctest::Approx(3 * 6.25e-6).scale(0));
+  // A GELU point is the kernel alone, however short its call: its dtype's
+  // matmul ratio (2x; bf16 2x too), the call's dispatch part by the launch overhead.
+  sim::DeviceProfile g = m;
+  g.activation.table = {{1e3, 0.02}, {1e9, 0.02}};
+  g.activation_half.table = {{1e3, 0.03}, {1e9, 0.03}};
+  const sim::DeviceProfile gs = g.at_speed({2e-3, 2e-4, 9e-6, 1e-3});
+  CHECK(gs.activation.table[0].second == doctest::Approx(0.02 / 2));
+  CHECK(gs.activation_half.table[0].second == doctest::Approx(0.03 / 2));
+  CHECK(gs.activation.table[1].second == doctest::Approx(0.02 / 2));
+  CHECK(gs.memory.table[0].second == doctest::Approx(0.7 / 3));  // a short add: the dispatch ratio
+  CHECK(gs.launch_overhead.seconds() == doctest::Approx(3 * 6.25e-6).scale(0));
   // The speed states' draws keep the class alone (validate/README gap 8):
   // slow dispatch states reach the launch overhead, not the tables.
   sim::DeviceProfile st = m;
