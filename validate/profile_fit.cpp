@@ -404,37 +404,14 @@ sim::SpeedStates speed_states(const json& doc, const SpeedReference& ref, int po
   return s;
 }
 
-namespace {
-
-// The plain dispatch figure ("plain_s", which the fit takes off every call) at
-// the reference's dispatch speed: the median of its reads each rescaled by its
-// own reading, or the one read; 0 where the document lacks it.
-double plain_dispatch_at(const json& doc, const SpeedReference& ref) {
-  const auto d = ref.find("dispatch");
-  if (d == ref.end() || !(d->second > 0)) return 0;
-  auto at_ref = [&](double seconds, const json& pr) {
-    const double s = pr.is_object() && pr.contains("s") && pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
-    return s > 0 ? seconds * std::clamp(d->second / s, 0.2, 5.0) : seconds;
-  };
-  std::vector<double> xs;
-  if (doc.contains("/dispatch_reads/plain_s"_json_pointer) && doc.at("/dispatch_reads/plain_s"_json_pointer).is_array())
-    for (const auto& r : doc.at("/dispatch_reads/plain_s"_json_pointer))
-      if (r.contains("seconds") && r.at("seconds").is_number())
-        xs.push_back(at_ref(r.at("seconds").get<double>(), r.value("probe", json())));
-  if (xs.empty() && doc.contains("/dispatch/plain_s"_json_pointer) && doc.at("/dispatch/plain_s"_json_pointer).is_number())
-    xs.push_back(at_ref(doc.at("/dispatch/plain_s"_json_pointer).get<double>(),
-                        doc.value("/dispatch_probe/plain_s"_json_pointer, json())));
-  return xs.empty() ? 0.0 : median(std::move(xs));
-}
-
-}  // namespace
-
 json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   if (doc.contains("normalized_to") || ref.empty()) return doc;
   json out = doc;
   bool any = false;
   const auto dispatch_ref = ref.find("dispatch");
-  const double plain = plain_dispatch_at(doc, ref);
+  // Fused GELU calls, rescaled once the plain dispatch is at the reference
+  // (below): their figures and their class's and dispatch ratios.
+  std::vector<std::tuple<json*, double, double>> by_parts;
   for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr, const json* row) {
     if (!pr.contains("class") || !pr.contains("s")) return;
     const auto it = ref.find(pr.at("class").get<std::string>());
@@ -448,20 +425,12 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
                                         : 0;
     const bool blend = dispatch_reading > 0 && dispatch_ref != ref.end() && it != dispatch_ref;
     const double by_dispatch = blend ? std::clamp(dispatch_ref->second / dispatch_reading, 0.2, 5.0) : by_class;
-    // A fused GELU call is the plain dispatch and a kernel that follows its
-    // class however short (sim::DeviceProfile::slow_down_by_class): the
-    // dispatch part by the dispatch ratio, the rest by the class's.
-    const bool kernel_by_class = row && row->value("op", "") == "activation";
+    const bool gelu = row && row->value("op", "") == "activation";
     for (json* figure : figures) {
       if (!figure->is_number()) continue;
-      const double t = figure->get<double>();
-      if (kernel_by_class) {
-        const double dispatch_here = plain / by_dispatch;  // the plain dispatch at this reading
-        *figure = plain + std::max(t - dispatch_here, 0.05 * t) * by_class;
-      } else {
-        const double share = blend ? dispatch_share(t) : 0.0;
-        *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
-      }
+      const double t = figure->get<double>(), share = blend ? dispatch_share(t) : 0.0;
+      if (gelu) by_parts.emplace_back(figure, by_class, by_dispatch);
+      else *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
       any = true;
     }
   });
@@ -474,6 +443,15 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
         if (r.contains("seconds") && r.at("seconds").is_number()) xs.push_back(r.at("seconds").get<double>());
       if (!xs.empty()) out["dispatch"][k] = median(std::move(xs));
     }
+  // A fused GELU call is the plain dispatch, which the fit takes off it, and
+  // a kernel that follows its class however short
+  // (sim::DeviceProfile::slow_down_by_class): the dispatch part by the
+  // dispatch ratio, the rest by the class's.
+  const double plain = out.value("/dispatch/plain_s"_json_pointer, 0.0);
+  for (auto [figure, by_class, by_dispatch] : by_parts) {
+    const double t = figure->get<double>(), dispatch_here = plain / by_dispatch;  // the plain dispatch at this reading
+    *figure = plain + std::max(t - dispatch_here, 0.05 * t) * by_class;
+  }
   if (any) out["normalized_to"] = ref;
   return out;
 }
