@@ -9,19 +9,21 @@ documents (profile-1.raw/compute-p*.json, profile-2.raw/...; `--passes 2` or
 more). Reads only the compute microbenchmarks and their probe readings; runs
 nothing. Every case is rescaled to its calibration's speed reference by the
 probe read next to it, as validate/profile_fit.cpp's normalized_to_speed does
-(its probe class, short calls partly by the dispatch reading next to them),
-then three tables:
+(its probe class, short calls partly by the dispatch reading next to them, a
+fused GELU call as the plain dispatch by the dispatch reading and the rest by
+its class's), then three tables:
 
 1. per duration decade of the case: the RMS of log differences between two
    passes of one calibration, raw and rescaled (the sampling floor of one pass);
 2. per run: the RMS of log differences of the cases' medians over passes
    between the two calibrations, the second brought to the first one's speed
    reference as `--at-speed-of` moves the tables (by its class's ratio, short
-   calls partly by the dispatch ratio), and the share of cases more than 5%
-   apart;
+   calls partly by the dispatch ratio, GELU tables by their class alone), and
+   the share of cases more than 5% apart;
 3. over all passes of all runs given: per probe class, op and decade, the slope
    and correlation of a case's log change against its probe's log change
-   between any two passes, and the RMS the probe leaves unexplained.
+   between any two passes read by the same probe class, and the RMS the probe
+   leaves unexplained.
 """
 import glob
 import itertools
@@ -41,9 +43,15 @@ def dispatch_share(seconds):  # sim/device_profile.cpp: dispatch_share
     return math.log(no_dispatch / seconds) / math.log(no_dispatch / all_dispatch)
 
 
+def gelu_by_parts(key, cls, dispatch):  # normalized_to_speed: a GELU row read next to its class and dispatch
+    return key[1] == "activation" and bool(dispatch) and cls != "dispatch"
+
+
 def cases(doc):
-    """{key: (seconds, probe class, probe seconds, dispatch seconds or None)} of one pass."""
-    out = {}
+    """{key: (seconds, probe class, probe seconds, dispatch seconds or None)} of one pass; key "plain":
+    the plain dispatch's reads [(seconds, dispatch probe seconds)]."""
+    out = {"plain": [(r["seconds"], r["probe"]["s"]) for r in doc.get("dispatch_reads", {}).get("plain_s", [])
+                     if r.get("seconds", 0) > 0 and r.get("probe", {}).get("s", 0) > 0]}
     for section in ("compute", "optimizer", "memcpy"):
         for i, r in enumerate(doc.get(section, [])):
             p = r.get("probe", {})
@@ -57,17 +65,27 @@ def cases(doc):
 def reference(passes):
     by_class = {}
     for c in passes:
-        for _, cls, probe, _ in c.values():
-            by_class.setdefault(cls, []).append(probe)
+        for k, (_, cls, probe, _) in c.items():
+            if k != "plain":
+                by_class.setdefault(cls, []).append(probe)
+        for _, probe in c["plain"]:
+            by_class.setdefault("dispatch", []).append(probe)
     return {cls: statistics.median(v) for cls, v in by_class.items()}
 
 
 def rescaled(c, ref):
+    plain = [s * ref["dispatch"] / probe for s, probe in c["plain"]] if "dispatch" in ref else []
+    plain = statistics.median(plain) if plain else 0.0
     out = {}
     for k, (s, cls, probe, dispatch) in c.items():
+        if k == "plain":
+            continue
         by_class = ref[cls] / probe
         blend = dispatch and cls != "dispatch" and "dispatch" in ref
         by_dispatch = ref["dispatch"] / dispatch if blend else by_class
+        if gelu_by_parts(k, cls, dispatch):
+            out[k] = plain + max(s - plain / by_dispatch, 0.05 * s) * by_class
+            continue
         share = dispatch_share(s) if blend else 0.0
         out[k] = s * by_class ** (1 - share) * by_dispatch ** share
     return out
@@ -99,7 +117,7 @@ for passes in calibrations.values():
     norm = [rescaled(c, ref) for c in passes]
     for a, b in itertools.combinations(range(len(passes)), 2):
         for k, (s, *_rest) in passes[a].items():
-            if k in passes[b]:
+            if k != "plain" and k in passes[b]:
                 d = by_decade.setdefault(decade(s), ([], []))
                 d[0].append(math.log(passes[b][k][0] / s))
                 d[1].append(math.log(norm[b][k] / norm[a][k]))
@@ -124,7 +142,8 @@ for run in runs:
         if k not in meds[1]:
             continue
         cls = first[k][1]
-        blend = first[k][3] and cls != "dispatch" and "dispatch" in refs[0] and "dispatch" in refs[1]
+        blend = (first[k][3] and cls != "dispatch" and "dispatch" in refs[0] and "dispatch" in refs[1]
+                 and not gelu_by_parts(k, cls, first[k][3]))
         share = dispatch_share(meds[1][k]) if blend else 0.0
         by_dispatch = refs[0]["dispatch"] / refs[1]["dispatch"] if blend else 1.0
         move = (refs[0][cls] / refs[1][cls]) ** (1 - share) * by_dispatch ** share
@@ -137,7 +156,7 @@ groups = {}
 all_passes = [c for passes in calibrations.values() for c in passes]
 for a, b in itertools.combinations(all_passes, 2):
     for k, (s1, cls, p1, _) in a.items():
-        if k not in b:
+        if k == "plain" or k not in b or b[k][1] != cls:  # a pass of an older suite may read it by another class
             continue
         s2, _, p2, _ = b[k]
         x = math.log(p2 / p1)

@@ -313,7 +313,7 @@ void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double f
   // reading: validate's normalized_to_speed): it follows its dtype's matmul
   // ratio however short the call; the call's dispatch part follows fd through
   // launch_overhead below. Short GELU calls followed the dispatch probe at
-  // slopes 0.18-0.33 (r 0.90) over 54 passes, and in a pair whose dispatch
+  // slopes 0.26 (bf16, r 0.90) and 0.18-0.33 (fp32) over 54 passes, and in a pair whose dispatch
   // probe read 1.32x apart (rsb7) the bf16 ones moved 1.03-1.20x.
   for (EfficiencyCurve* c : {&activation, &activation_backward}) c->slow_down(fm);
   for (EfficiencyCurve* c : {&activation_half, &activation_half_backward}) c->slow_down(fh);
@@ -366,7 +366,8 @@ DeviceProfile DeviceProfile::at_speed(const SpeedProbe& now) const {
   const double fh = now.matmul_bf16_s > 0 && speed_reference.matmul_bf16_s > 0
                         ? ratio(now.matmul_bf16_s, speed_reference.matmul_bf16_s)
                         : fm;
-  // Each table point partly by the dispatch ratio, by its call's time. Only
+  // Each GEMM and memory table point partly by the dispatch ratio, by its
+  // call's time (activation points: their class alone). Only
   // here: the speed states' slowest-of-N draws keep the class alone (blending
   // those too put every short GEMM of a 2-rank step at the slowest of two
   // bimodal dispatch draws; validate/README gap 8).

@@ -425,7 +425,7 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
                                         : 0;
     const bool blend = dispatch_reading > 0 && dispatch_ref != ref.end() && it != dispatch_ref;
     const double by_dispatch = blend ? std::clamp(dispatch_ref->second / dispatch_reading, 0.2, 5.0) : by_class;
-    const bool gelu = row && row->value("op", "") == "activation";
+    const bool gelu = blend && row && row->contains("op") && row->at("op") == "activation";
     for (json* figure : figures) {
       if (!figure->is_number()) continue;
       const double t = figure->get<double>(), share = blend ? dispatch_share(t) : 0.0;
@@ -447,7 +447,8 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   // a kernel that follows its class however short
   // (sim::DeviceProfile::slow_down_by_class): the dispatch part by the
   // dispatch ratio, the rest by the class's.
-  const double plain = out.value("/dispatch/plain_s"_json_pointer, 0.0);
+  const json* d = out.contains("dispatch") && out.at("dispatch").is_object() ? &out.at("dispatch") : nullptr;
+  const double plain = d && d->contains("plain_s") && d->at("plain_s").is_number() ? d->at("plain_s").get<double>() : 0.0;
   for (auto [figure, by_class, by_dispatch] : by_parts) {
     const double t = figure->get<double>(), dispatch_here = plain / by_dispatch;  // the plain dispatch at this reading
     *figure = plain + std::max(t - dispatch_here, 0.05 * t) * by_class;

@@ -110,14 +110,17 @@ struct FitReport {
 // suite's typical speed; empty without readings). normalized_to_speed(): the
 // document with every probed figure ("seconds", "min_s", the dispatch figures,
 // fp32_s / o1_s) scaled by reference / reading (clamped to [0.2, 5]), i.e. as
-// if measured at the reference speed, which it records as "normalized_to".
+// if measured at the reference speed, which it records as "normalized_to"
+// (short calls and fused activations by parts, below).
 // A case whose probe also carries the dispatch reading taken next to it
 // ("dispatch_s") is scaled by a blend of both ratios, dispatch_share(its time)
 // of it by the dispatch one: short calls follow the framework's dispatch
 // speed (validate/README, known gap 8); a fused activation's ("op":
-// "activation") is its plain dispatch ("plain_s" brought to the reference),
-// scaled by the dispatch ratio, and the rest by its class's, however short
-// (sim::DeviceProfile::slow_down_by_class). Dispatch figures read several times
+// "activation", read next to its class's probe and the dispatch one) is its
+// plain dispatch ("plain_s" brought to the reference), scaled by the
+// dispatch ratio, and the rest by its class's ratio, however short
+// (sim::DeviceProfile::slow_down_by_class). Older documents' activations
+// read by the dispatch probe alone: by its ratio, as before. Dispatch figures read several times
 // (`dispatch_reads`: {key: [{"seconds", "probe"}, ...]}) are each rescaled by
 // their own reading and the figure in "dispatch" becomes their median.
 // A document already normalised, or without readings, is returned as it is.

@@ -176,7 +176,7 @@ with tempfile.TemporaryDirectory() as tmp:
             def at_ref(r, plain=0.0):  # a case of 30 us - 1 ms follows the dispatch reading next to it in part
                 p, t = r["probe"], r["seconds"]
                 by_class = clamp(ref[p["class"]] / p["s"])
-                if r.get("op") == "activation" and p.get("dispatch_s", 0) > 0:  # its plain dispatch by dispatch, the kernel by class
+                if r.get("op") == "activation" and p.get("dispatch_s", 0) > 0 and p["class"] != "dispatch":  # its plain dispatch by dispatch, the kernel by class
                     return plain + max(t - plain / clamp(ref["dispatch"] / p["dispatch_s"]), 0.05 * t) * by_class
                 if p.get("dispatch_s", 0) > 0 and p["class"] != "dispatch":
                     share = dispatch_share(t)

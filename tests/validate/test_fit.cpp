@@ -341,6 +341,7 @@ TEST_CASE("speed normalisation: a GELU call is its plain dispatch by the dispatc
                                 gelu(1e-3, 2e-3, 4e-6),    // a long one, both 2x: halved
                                 gelu(2e-6, 1e-3, 8e-6),    // shorter than its dispatch part at this reading: 5% kept as kernel
                                 {{"op", "activation"}, {"seconds", 10e-6}, {"probe", {{"class", "dispatch"}, {"s", 4e-6}}}},
+                                {{"op", "activation"}, {"seconds", 2e-6}, {"probe", {{"class", "dispatch"}, {"s", 8e-6}}}},
                                 {{"op", "matmul"}, {"seconds", 10e-6}, {"probe", {{"class", "matmul_bf16"}, {"s", 1e-3}, {"dispatch_s", 4e-6}}}}});
   const SpeedReference ref = {{"matmul_bf16", 1e-3}, {"dispatch", 2e-6}};
   const json n = normalized_to_speed(doc, ref);
@@ -349,15 +350,24 @@ TEST_CASE("speed normalisation: a GELU call is its plain dispatch by the dispatc
   CHECK(n["compute"][1]["seconds"].get<double>() == doctest::Approx(plain + (10e-6 - plain) / 2).scale(0));
   CHECK(n["compute"][2]["seconds"].get<double>() == doctest::Approx(0.5e-3).scale(0));
   CHECK(n["compute"][3]["seconds"].get<double>() == doctest::Approx(plain + 0.05 * 2e-6).scale(0));
-  // An older document's short GELU read by the dispatch probe alone: that ratio, as before.
+  // An older document's short GELU read by the dispatch probe alone: that ratio, as before, however short.
   CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
+  CHECK(n["compute"][5]["seconds"].get<double>() == doctest::Approx(0.5e-6).scale(0));
   // Any other short call: all dispatch (dispatch_share), halved.
-  CHECK(n["compute"][5]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
+  CHECK(n["compute"][6]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
   CHECK(n["dispatch"]["plain_s"].get<double>() == doctest::Approx(plain).scale(0));
   // Without dispatch figures, a GELU call follows its class alone.
   json bare = doc;
   bare.erase("dispatch_reads");
   CHECK(normalized_to_speed(bare, ref)["compute"][1]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
+  // A document with one read of the plain dispatch (3 us at 2x the reference: 1.5 us there).
+  json one = bare;
+  one["dispatch"] = {{"plain_s", 3e-6}};
+  one["dispatch_probe"] = {{"plain_s", {{"class", "dispatch"}, {"s", 4e-6}}}};
+  CHECK(normalized_to_speed(one, ref)["compute"][1]["seconds"].get<double>() == doctest::Approx(1.5e-6 + (10e-6 - 1.5e-6) / 2).scale(0));
+  // A plain dispatch figure that is not a number: left as it is, and the GELU call by its class.
+  one["dispatch"]["plain_s"] = "fast";
+  CHECK(normalized_to_speed(one, ref)["compute"][1]["seconds"].get<double>() == doctest::Approx(5e-6).scale(0));
 }
 
 TEST_CASE("fit_profile: a probed document is fitted at its readings' median speed, which becomes its reference") {
