@@ -47,11 +47,16 @@ def gelu_by_parts(key, cls, dispatch):  # normalized_to_speed: a GELU row read n
     return key[1] == "activation" and bool(dispatch) and cls != "dispatch"
 
 
+class Pass(dict):
+    """{key: (seconds, probe class, probe seconds, dispatch seconds or None)} of one pass, and `plain`: the
+    plain dispatch's reads [(seconds, dispatch probe seconds)]."""
+    plain = ()
+
+
 def cases(doc):
-    """{key: (seconds, probe class, probe seconds, dispatch seconds or None)} of one pass; key "plain":
-    the plain dispatch's reads [(seconds, dispatch probe seconds)]."""
-    out = {"plain": [(r["seconds"], r["probe"]["s"]) for r in doc.get("dispatch_reads", {}).get("plain_s", [])
-                     if r.get("seconds", 0) > 0 and r.get("probe", {}).get("s", 0) > 0]}
+    out = Pass()
+    out.plain = [(r["seconds"], r["probe"]["s"]) for r in doc.get("dispatch_reads", {}).get("plain_s", [])
+                 if r.get("seconds", 0) > 0 and r.get("probe", {}).get("s", 0) > 0]
     for section in ("compute", "optimizer", "memcpy"):
         for i, r in enumerate(doc.get(section, [])):
             p = r.get("probe", {})
@@ -65,21 +70,18 @@ def cases(doc):
 def reference(passes):
     by_class = {}
     for c in passes:
-        for k, (_, cls, probe, _) in c.items():
-            if k != "plain":
-                by_class.setdefault(cls, []).append(probe)
-        for _, probe in c["plain"]:
+        for _, cls, probe, _ in c.values():
+            by_class.setdefault(cls, []).append(probe)
+        for _, probe in c.plain:
             by_class.setdefault("dispatch", []).append(probe)
     return {cls: statistics.median(v) for cls, v in by_class.items()}
 
 
 def rescaled(c, ref):
-    plain = [s * ref["dispatch"] / probe for s, probe in c["plain"]] if "dispatch" in ref else []
+    plain = [s * ref["dispatch"] / probe for s, probe in c.plain] if "dispatch" in ref else []
     plain = statistics.median(plain) if plain else 0.0
     out = {}
     for k, (s, cls, probe, dispatch) in c.items():
-        if k == "plain":
-            continue
         by_class = ref[cls] / probe
         blend = dispatch and cls != "dispatch" and "dispatch" in ref
         by_dispatch = ref["dispatch"] / dispatch if blend else by_class
@@ -117,7 +119,7 @@ for passes in calibrations.values():
     norm = [rescaled(c, ref) for c in passes]
     for a, b in itertools.combinations(range(len(passes)), 2):
         for k, (s, *_rest) in passes[a].items():
-            if k != "plain" and k in passes[b]:
+            if k in passes[b]:
                 d = by_decade.setdefault(decade(s), ([], []))
                 d[0].append(math.log(passes[b][k][0] / s))
                 d[1].append(math.log(norm[b][k] / norm[a][k]))
@@ -156,7 +158,7 @@ groups = {}
 all_passes = [c for passes in calibrations.values() for c in passes]
 for a, b in itertools.combinations(all_passes, 2):
     for k, (s1, cls, p1, _) in a.items():
-        if k == "plain" or k not in b or b[k][1] != cls:  # a pass of an older suite may read it by another class
+        if k not in b or b[k][1] != cls:  # a pass of an older suite may read it by another class
             continue
         s2, _, p2, _ = b[k]
         x = math.log(p2 / p1)
