@@ -209,7 +209,8 @@ class SpeedProbe {
 json speed_probe(json* readings = nullptr) { return SpeedProbe().full(readings); }
 
 // Cases that take less than this per call are priced by the dispatch probe
-// (their time is the framework's per-op overhead, not arithmetic or memory).
+// (their time is the framework's per-op overhead, not arithmetic or memory),
+// except the fused GELU, whose kernel follows its matmul class however short.
 constexpr double kDispatchBoundS = 30e-6;
 
 void bench_compute(const Args& a, json& doc) {
