@@ -23,7 +23,16 @@ its class's), then three tables:
 3. over all passes of all runs given: per probe class, op and decade, the slope
    and correlation of a case's log change against its probe's log change
    between any two passes read by the same probe class, and the RMS the probe
-   leaves unexplained.
+   leaves unexplained. The probe's own read noise pulls the slope towards 0
+   (regression dilution); the reverse regression's slope, slope / r^2, bounds
+   it from above (the "at most" column; where r > 0), so a group whose
+   "at most" is under 1 follows its probe less than fully whatever the
+   probe's noise.
+4. over the same pairs of passes, the calls read next to their class's probe
+   and the dispatch probe both: per probe class and duration band, the log
+   change regressed on both probes' log changes together (a, b), and the
+   share of the call that follows the dispatch probe, b / (a + b), beside
+   dispatch_share at the band's middle (what the fit and `at_speed` use).
 """
 import glob
 import itertools
@@ -166,7 +175,8 @@ for a, b in itertools.combinations(all_passes, 2):
             g = groups.setdefault((cls, k[1], k[2], decade(s1)), ([], []))
             g[0].append(x)
             g[1].append(math.log(s2 / s1))
-print("%-36s %6s %6s %6s %8s %8s" % ("probe class / op / dtype / decade", "pairs", "slope", "r", "case sd", "left sd"))
+print("%-36s %6s %6s %7s %6s %8s %8s" % ("probe class / op / dtype / decade", "pairs", "slope", "at most", "r",
+                                          "case sd", "left sd"))
 for key in sorted(groups):
     xs, ys = groups[key]
     if len(xs) < 50:
@@ -178,5 +188,38 @@ for key in sorted(groups):
     if not (sxx > 0 and syy > 0):
         continue
     r = sxy / math.sqrt(sxx * syy)
-    print("%-36s %6d %6.2f %6.2f %8.3f %8.3f" % ("%s / %s / %s / 1e%d" % key, len(xs), sxy / sxx, r,
-                                                 math.sqrt(syy / len(ys)), math.sqrt(syy / len(ys) * (1 - r * r))))
+    bound = "%7.2f" % (sxy / sxx / (r * r)) if r > 0 else "%7s" % "-"
+    print("%-36s %6d %6.2f %s %6.2f %8.3f %8.3f" % ("%s / %s / %s / 1e%d" % key, len(xs), sxy / sxx, bound, r,
+                                                    math.sqrt(syy / len(ys)), math.sqrt(syy / len(ys) * (1 - r * r))))
+
+print("\n4. calls read by their class and the dispatch probe: a case's change on both probes' changes")
+bands = [30e-6, 100e-6, 300e-6, 1e-3, 3e-3, 10e-3, 1.0]
+both = {}
+for a, b in itertools.combinations(all_passes, 2):
+    for k, (s1, cls, p1, d1) in a.items():
+        if k not in b or b[k][1] != cls or not d1 or not b[k][3] or cls == "dispatch":
+            continue
+        s2, _, p2, d2 = b[k]
+        x1, x2 = math.log(p2 / p1), math.log(d2 / d1)
+        band = next((i for i, hi in enumerate(bands) if s1 < hi), None)
+        if band is None or abs(x1) >= 1 or abs(x2) >= 1:
+            continue
+        both.setdefault((cls, band), []).append((x1, x2, math.log(s2 / s1)))
+print("%-22s %-16s %6s %6s %6s %6s %7s %7s" % ("probe class", "call seconds", "pairs", "a", "b", "a+b", "share",
+                                              "current"))
+for (cls, band), rows in sorted(both.items()):
+    if len(rows) < 50:
+        continue
+    n = len(rows)
+    m = [statistics.fmean(r[j] for r in rows) for j in range(3)]
+    c = [[sum((r[i] - m[i]) * (r[j] - m[j]) for r in rows) for j in range(3)] for i in range(3)]
+    det = c[0][0] * c[1][1] - c[0][1] ** 2
+    if not det > 0:
+        continue
+    ca = (c[1][1] * c[0][2] - c[0][1] * c[1][2]) / det
+    cb = (c[0][0] * c[1][2] - c[0][1] * c[0][2]) / det
+    lo = bands[band - 1] if band else 0.0
+    mid = math.sqrt(lo * bands[band]) if lo else bands[band]
+    share = "%7.2f" % (cb / (ca + cb)) if ca + cb > 0.2 else "%7s" % "-"
+    print("%-22s %-16s %6d %6.2f %6.2f %6.2f %s %7.2f" % (cls, "%.0e-%.0e" % (lo, bands[band]), n, ca, cb, ca + cb,
+                                                       share, dispatch_share(mid)))
