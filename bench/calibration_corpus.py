@@ -34,10 +34,17 @@ import tarfile
 import tempfile
 
 here = os.path.dirname(os.path.abspath(__file__))
+if len(sys.argv) < 2:
+    sys.exit(__doc__)
 dptwin, args = sys.argv[1], sys.argv[2:]
 keep = None
 if args[:1] == ["--out"]:
+    if len(args) < 2:
+        sys.exit("--out needs a directory")
     keep, args = args[1], args[2:]
+for a in args:
+    if not os.path.isfile(a):
+        sys.exit("%s: no such pair archive" % a)
 archives = args or sorted(glob.glob(os.path.join(here, "corpus", "*.tar.xz")),
                           key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p)])
 runs = sorted(glob.glob(os.path.join(here, "corpus", "runs-*.json.xz")))
@@ -86,9 +93,10 @@ with tempfile.TemporaryDirectory(prefix="dptwin-corpus-") as scratch:
                           glob.glob(os.path.join(raw, "comm-gloo-*-p*.json")))
             if not docs:
                 sys.exit("%s: no pass documents under profile-%d.raw" % (archive, i))
-            subprocess.run([dptwin, "calibrate", "--input", ",".join(docs), "--out",
-                            os.path.join(pair, "profile-%d.yaml" % i)], check=True,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            fit = subprocess.run([dptwin, "calibrate", "--input", ",".join(docs), "--out",
+                                  os.path.join(pair, "profile-%d.yaml" % i)], capture_output=True, text=True)
+            if fit.returncode != 0:
+                sys.exit("%s: refitting profile-%d failed:\n%s" % (archive, i, fit.stderr[-2000:]))
         done = subprocess.run([sys.executable, os.path.join(here, "calibration_repeatability.py"), dptwin, pair,
                                "--reuse"] + states, capture_output=True, text=True)
         if "at one state:" not in done.stdout:
