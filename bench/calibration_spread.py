@@ -11,7 +11,7 @@ nothing. Every case is rescaled to its calibration's speed reference by the
 probe read next to it, as validate/profile_fit.cpp's normalized_to_speed does
 (its probe class, short calls partly by the dispatch reading next to them, a
 fused GELU call as the plain dispatch by the dispatch reading and the rest by
-its class's), then three tables:
+its class's), then four tables:
 
 1. per duration decade of the case: the RMS of log differences between two
    passes of one calibration, raw and rescaled (the sampling floor of one pass);
@@ -33,6 +33,11 @@ its class's), then three tables:
    change regressed on both probes' log changes together (a, b), and the
    share of the call that follows the dispatch probe, b / (a + b), beside
    dispatch_share at the band's middle (what the fit and `at_speed` use).
+   Both probes' read noise dilutes a and b (a + b under 1), and with the two
+   probes' changes correlated the share leans towards the less noisy probe:
+   a pool with a large host move (a pair such as rsb11) is what makes it
+   worth reading. A class is a probe class: "matmul" holds the fp32 GEMMs,
+   the batched ones and the fp32 GELU rows.
 """
 import glob
 import itertools
