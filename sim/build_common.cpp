@@ -251,6 +251,7 @@ ExecutorOptions executor_options(const StepContext& ctx) {
   eo.jitter = ctx.prof->compute_jitter;
   eo.sync_lag = ctx.prof->sync_lag;
   eo.sync_exponent = ctx.prof->sync_exponent;
+  eo.sync_skew = ctx.prof->sync_skew;
   eo.sync_latency = ctx.prof->sync_latency;
   eo.comm_waits_for_compute = ctx.world() > 1 && ctx.prof->comm_stall >= 0.5;
   eo.comm_needs_free_core = ctx.prof->comm_stall_one < 0.5;

@@ -150,9 +150,20 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     }
   }
   if (auto n = node.find("speed_states")) {  // {cores: 2, matmul: [ratios...], matmul_bf16: [...], ...}
-    n->check_keys({"cores", "matmul", "matmul_bf16", "elementwise", "dispatch"});
+    n->check_keys({"cores", "matmul", "matmul_bf16", "elementwise", "dispatch", "rank_skew"});
     SpeedStates s;
     if (auto c = n->find("cores")) s.cores = c->as_positive_int();
+    if (auto k = n->find("rank_skew"))  // [{ranks: 2, fraction: 0.012}, ...]
+      for (const auto& e : k->items()) {
+        e.check_keys({"ranks", "fraction"});
+        const int r = e.at("ranks").as_positive_int();
+        if (r < 2) e.at("ranks").fail("rank_skew is between ranks: 2 or more");
+        if (!s.rank_skew.empty() && r <= s.rank_skew.back().first)
+          e.at("ranks").fail("rank_skew entries need ascending `ranks`");
+        const double f = e.at("fraction").as_non_negative();
+        if (f > 1) e.at("fraction").fail("a skew fraction must be in [0, 1]");
+        s.rank_skew.emplace_back(r, f);
+      }
     for (const char* key : SpeedStates::kClasses) {
       std::vector<double>* list = s.of(key);
       const auto v = n->find(key);
@@ -350,6 +361,11 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
     p.sync_exponent = interpolate_by_ranks(exponent, ranks);
     p.sync_latency = Time::from_seconds(interpolate_by_ranks(latency, ranks));
   }
+  // The cores' speed difference: only with a core per rank (time-sliced
+  // ranks share every core, and their lag prices the turns).
+  const SpeedStates& s = speed_states;
+  if (!s.rank_skew.empty() && ranks > 1 && (s.cores == 0 || ranks <= s.cores))
+    p.sync_skew = interpolate_by_ranks(s.rank_skew, ranks);
   if (f != 1.0) p.slow_down_by_class(f, f, f, f);
   return p;
 }

@@ -81,6 +81,15 @@ struct SpeedProbe {
 struct SpeedStates {
   int cores = 0;  // the machine's cores (0: unknown, no cap)
   std::vector<double> matmul, matmul_bf16, elementwise, dispatch;
+  // How far apart the cores ran while N ranks with a core each were measured
+  // (the step-skeleton probe): (N, fraction), ascending N; the last of the N
+  // ranks reaches a meeting `fraction` of its compute since their previous
+  // one after the mean rank (DeviceProfile::sync_skew). Which core is slower
+  // is a state of the host like the speeds above (one core 40% slower on
+  // dispatch for a whole calibration, none in the next): a state taken over
+  // from another profile (`validate --at-speed-of`) carries it. Empty: the
+  // skew is in rank_sync's lag (profiles before it).
+  std::vector<std::pair<int, double>> rank_skew;
   // The probe classes, as the profile YAML and the microbench name them.
   static constexpr std::array<const char*, 4> kClasses{"matmul", "matmul_bf16", "elementwise", "dispatch"};
   // The list of class `cls` (one of kClasses), or nullptr for another name.
@@ -180,6 +189,7 @@ struct DeviceProfile {
   Time sync_lag;
   double sync_exponent = 0.5;
   Time sync_latency;
+  double sync_skew = 0;  // speed_states.rank_skew resolved by shared_by() (N ranks <= cores)
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
   double optimizer_bytes_per_param = 96;      // eager AdamW: bytes its kernels move per fp32 parameter (priced on `memory`)
@@ -220,7 +230,8 @@ struct DeviceProfile {
   // speed_states is known, by the expected slowest of `ranks` cores (ranks <=
   // cores) or the mean state (more ranks than cores), per probe class as at_speed scales.
   // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
-  // `ranks` from their tables. SharingMode::ByExecutor leaves out the
+  // `ranks` from their tables, and sync_skew from speed_states.rank_skew
+  // while ranks <= cores (interpolated, held at the ends). SharingMode::ByExecutor leaves out the
   // sharing_factor: the simulator applies it task by task to the compute
   // running at each moment (ExecutorOptions::sharing_slowdown).
   enum class SharingMode { Fixed, ByExecutor };

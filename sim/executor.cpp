@@ -201,7 +201,8 @@ void Executor::meet(int32_t cid) {
     if (meeting) {
       for (TaskId m : c.members) compute_since_meeting_[tasks_[m].device] = Time::zero();
       if (since_meeting > Time::zero())
-        late = opts_.sync_lag.scaled(std::pow(since_meeting.seconds() / 0.1, opts_.sync_exponent));
+        late = opts_.sync_lag.scaled(std::pow(since_meeting.seconds() / 0.1, opts_.sync_exponent)) +
+               since_meeting.scaled(opts_.sync_skew);
     }
   }
   if (late > Time::zero()) {

@@ -55,6 +55,10 @@ struct ExecutorOptions {
   Time sync_lag;
   double sync_exponent = 0.5;
   Time sync_latency;
+  // Ranks with a core each whose cores run at different speeds: at a meeting
+  // the last also arrives `sync_skew` x W after the mean one (W as for
+  // sync_lag: a fixed speed difference grows in proportion to the compute).
+  double sync_skew = 0;
   // Ranks sharing one host's cores (processor sharing): when k compute tasks
   // of devices on one host run at once, each progresses at 1 / slowdown[k]
   // of its speed (slowdown[k] for k past the end: the last entry x k / (size-1)),

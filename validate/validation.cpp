@@ -356,7 +356,12 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
     if (at.elementwise_comparable(ref)) out.speed["elementwise"] = at.elementwise_s / ref.elementwise_s;
     if (at.matmul_bf16_s > 0 && ref.matmul_bf16_s > 0) out.speed["matmul_bf16"] = at.matmul_bf16_s / ref.matmul_bf16_s;
     point.profile = point.profile.at_speed(at);
-    if (!states.empty() && !point.profile.speed_states.empty()) point.profile.speed_states = states;
+    if (!states.empty() && !point.profile.speed_states.empty()) {
+      // The run states' probes read no skew between the ranks: the profile's stays.
+      const auto skew = point.profile.speed_states.rank_skew;
+      point.profile.speed_states = states;
+      if (states.rank_skew.empty()) point.profile.speed_states.rank_skew = skew;
+    }
   }
   sim::PointResult r = sim::simulate_point(point);
   if (r.status != "ok" || !r.step_time_s) {

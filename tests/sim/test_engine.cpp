@@ -186,6 +186,30 @@ TEST_CASE("a data collective entered after compute starts after the slowest rank
   CHECK(ex.collective_wait(1).seconds() == doctest::Approx(0.1 + lag));
 }
 
+TEST_CASE("ranks on cores of different speeds: the skew grows in proportion to their compute, beside the lag") {
+  // 300 ms side by side since the last meeting: the random walk's 2 ms x
+  // sqrt(3) plus 1.5% of 300 ms; the skew alone without a lag.
+  for (bool with_lag : {true, false}) {
+    CAPTURE(with_lag);
+    Simulation sim;
+    ExecutorOptions o;
+    if (with_lag) o.sync_lag = Time::ms(2);
+    o.sync_skew = 0.015;
+    Executor ex(sim, 2, o);
+    int32_t n = ex.name_id("x");
+    TaskId c0 = ex.add_task(0, StreamKind::Compute, Category::Backward, Time::ms(300), n);
+    TaskId c1 = ex.add_task(1, StreamKind::Compute, Category::Backward, Time::ms(300), n);
+    auto one_ms = [] { return Time::ms(1); };
+    auto first = ex.add_collective({0, 1}, Category::Communication, n, {{c0}, {c1}}, 1e6, one_ms);
+    auto second = ex.add_collective({0, 1}, Category::Communication, n, {{first[0]}, {first[1]}}, 1e6, one_ms);
+    sim.run();
+    const double late = (with_lag ? 0.002 * std::sqrt(3.0) : 0.0) + 0.015 * 0.3;
+    CHECK(ex.start_of(first[0]).seconds() == doctest::Approx(0.3 + late));
+    // No compute since: the second meets without delay.
+    CHECK(ex.start_of(second[0]) == ex.end_of(first[0]));
+  }
+}
+
 TEST_CASE("ranks do not drift apart while only one of them computes (a parameter server stepping)") {
   // Rank 0 computes 100 ms while rank 1 waits in the collective (the server's
   // optimizer before the parameter broadcast): no lag, the latency still.

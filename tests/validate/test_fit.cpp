@@ -438,6 +438,34 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
   CHECK(r.profile.shared_by(4).sync_lag.seconds() == doctest::Approx(0.010));
   CHECK(r.profile.shared_by(1).sync_lag == Time::zero());
   CHECK(r.profile.shared_by(1).sync_latency == Time::zero());
+  // Time-sliced ranks (no core count, or more ranks than cores): no skew between cores.
+  CHECK(r.profile.speed_states.rank_skew.empty());
+  // Two ranks with a core each: the skew in proportion to the burst, the
+  // least-squares 2% through 0.5 ms after 25 ms and 2 ms after 100 ms, as
+  // the host's state (speed_states.rank_skew); no random-walk lag.
+  {
+    json two = comm;
+    two["ranks"] = 2;
+    two["cores"] = 2;
+    for (auto& c : two["collectives"]) c["ranks"] = 2;
+    two["sync"]["ranks"] = 2;
+    two["sync"]["skeletons"][0]["arrival_skew_s"] = 0.0005;
+    two["sync"]["skeletons"][1]["arrival_skew_s"] = 0.002;
+    json four = comm;
+    four["cores"] = 2;
+    const FitReport s = fit_profile(compute, {two, four}, "gloo", cluster);
+    REQUIRE(s.profile.speed_states.rank_skew.size() == 1);
+    CHECK(s.profile.speed_states.rank_skew[0].first == 2);
+    CHECK(s.profile.speed_states.rank_skew[0].second == doctest::Approx(0.02));
+    CHECK(s.profile.speed_states.cores == 2);
+    CHECK(s.profile.shared_by(2).sync_lag == Time::zero());
+    CHECK(s.profile.shared_by(2).sync_skew == doctest::Approx(0.02));
+    CHECK(s.profile.shared_by(2).sync_latency.seconds() == doctest::Approx(0.005));
+    // The 4 ranks on 2 cores keep their random-walk lag and no skew.
+    CHECK(s.profile.shared_by(4).sync_lag.seconds() == doctest::Approx(0.010));
+    CHECK(s.profile.shared_by(4).sync_skew == 0.0);
+    CHECK(s.diagnostics["rank_skew"]["2"]["random_walk_lag_s"].get<double>() > 0);
+  }
   // With the bursts' start spread measured, the extra time less it: 3 and 5 ms
   // of the 8 and 12 ms (the late start comes back as skew, which the lag prices).
   comm["sync"]["skeletons"][0]["extra_less_spread_s"] = 0.003;

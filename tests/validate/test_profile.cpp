@@ -554,6 +554,34 @@ TEST_CASE("speed states: a step of N ranks runs at the pace of its slowest core"
   CHECK(p.shared_by(4).matmul.at(1e9) == doctest::Approx(base4.matmul.at(1e9) / (1.0 / 16 + 2 * 15.0 / 16)));
 }
 
+TEST_CASE("speed states: the cores' skew between ranks with a core each") {
+  sim::DeviceProfile p = sample_profile();
+  p.speed_states.cores = 2;
+  p.speed_states.rank_skew = {{2, 0.012}};
+  // Resolved for 2 ranks on 2 cores; nothing for one rank or time-sliced ranks.
+  CHECK(p.shared_by(2).sync_skew == doctest::Approx(0.012));
+  CHECK(p.shared_by(1).sync_skew == 0.0);
+  CHECK(p.shared_by(4).sync_skew == 0.0);
+  // Round trip: a profile with the skew and no speed readings still writes it.
+  sim::DeviceProfile q = sim::default_profile(topology::load_cluster_preset("localhost-cpu").device);
+  sim::apply_profile_document(load_yaml_string(profile_yaml(p, "t", "test", "gloo"), "t.yaml"), q);
+  CHECK(q.speed_states.cores == 2);
+  REQUIRE(q.speed_states.rank_skew.size() == 1);
+  CHECK(q.speed_states.rank_skew[0].first == 2);
+  CHECK(q.speed_states.rank_skew[0].second == doctest::Approx(0.012));
+  // Interpolated between rank counts with cores to spare, held at the ends.
+  q.speed_states.cores = 8;
+  q.speed_states.rank_skew = {{2, 0.01}, {8, 0.04}};
+  CHECK(q.shared_by(4).sync_skew == doctest::Approx(0.02));
+  CHECK(q.shared_by(9).sync_skew == 0.0);
+  for (const char* bad : {"device: {speed_states: {rank_skew: [{ranks: 1, fraction: 0.01}]}}\n",
+                          "device: {speed_states: {rank_skew: [{ranks: 4, fraction: 0.01}, {ranks: 2, fraction: 0.01}]}}\n",
+                          "device: {speed_states: {rank_skew: [{ranks: 2, fraction: 1.5}]}}\n",
+                          "device: {speed_states: {rank_skew: [{ranks: 2, fraction: -0.1}]}}\n",
+                          "device: {speed_states: {rank_skew: [{ranks: 2}]}}\n"})
+    CHECK_THROWS_AS(sim::apply_profile_document(load_yaml_string(bad, "b.yaml"), q), InputError);
+}
+
 TEST_CASE("--at-speed-of: another profile's speed reference and speed states, one state of the machine") {
   sim::DeviceProfile p = sample_profile();
   p.speed_reference = {1e-3, 2e-4, 3e-6, 5e-4};
@@ -583,6 +611,17 @@ TEST_CASE("--at-speed-of: another profile's speed reference and speed states, on
   CHECK(s.predicted_step_s == doctest::Approx(2 * plain).epsilon(0.02));
   // Only the reference (states left empty): this profile's own spread.
   o.fixed_states = {};
+  CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
+  // The other calibration's skew between the cores comes with its states: a
+  // 2-rank step meets later, a 1-rank one is the same.
+  ValidationMatrix two;
+  two.cases = {ValidationCase{"tiny", "dps", 2, "fp32", 4, 0}};
+  o.fixed_states = p.speed_states;
+  const double even = run_validation(two, o).at(0).predicted_step_s;
+  sim::SpeedStates skewed = p.speed_states;
+  skewed.rank_skew = {{2, 0.05}};
+  o.fixed_states = skewed;
+  CHECK(run_validation(two, o).at(0).predicted_step_s > even * 1.01);
   CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
   std::filesystem::remove(path);
 }
