@@ -361,10 +361,11 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
     p.sync_exponent = interpolate_by_ranks(exponent, ranks);
     p.sync_latency = Time::from_seconds(interpolate_by_ranks(latency, ranks));
   }
-  // The cores' speed difference: only with a core per rank (time-sliced
-  // ranks share every core, and their lag prices the turns).
+  // The cores' speed difference: only with a core per rank, which the fit
+  // measured it at (interpolated between its rank counts, none beyond the
+  // last: time-sliced ranks share every core, and their lag prices the turns).
   const SpeedStates& s = speed_states;
-  if (!s.rank_skew.empty() && ranks > 1 && (s.cores == 0 || ranks <= s.cores))
+  if (!s.rank_skew.empty() && ranks > 1 && ranks <= s.rank_skew.back().first && (s.cores == 0 || ranks <= s.cores))
     p.sync_skew = interpolate_by_ranks(s.rank_skew, ranks);
   if (f != 1.0) p.slow_down_by_class(f, f, f, f);
   return p;

@@ -231,7 +231,8 @@ struct DeviceProfile {
   // cores) or the mean state (more ranks than cores), per probe class as at_speed scales.
   // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
   // `ranks` from their tables, and sync_skew from speed_states.rank_skew
-  // while ranks <= cores (interpolated, held at the ends). SharingMode::ByExecutor leaves out the
+  // for 1 < ranks <= its last rank count and the cores (interpolated between
+  // its rank counts, held below the first). SharingMode::ByExecutor leaves out the
   // sharing_factor: the simulator applies it task by task to the compute
   // running at each moment (ExecutorOptions::sharing_slowdown).
   enum class SharingMode { Fixed, ByExecutor };

@@ -709,8 +709,8 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
   std::map<int, double> stall_by_ranks, stall_one_by_ranks;
   std::map<int, double> loop_by_ranks;
   std::map<int, sim::DeviceProfile::SyncCost> sync_by_ranks;
-  std::vector<std::pair<int, double>> rank_skew;  // speed_states.rank_skew, ascending ranks
-  int skew_cores = 0;                              // the cores of the comm runs that measured it
+  std::map<int, double> rank_skew;  // speed_states.rank_skew by ranks
+  int skew_cores = 0;               // the cores of the comm runs that measured it
   std::map<int, std::map<int, double>> skeleton_burst;  // ranks -> matmuls -> burst_s
   std::map<int, std::map<int, double>> skeleton_cycle;  // ranks -> matmuls -> cycle_s
   std::map<int, std::pair<int, double>> skeleton_alone;  // ranks -> (matmuls, burst with one rank per core bursting)
@@ -820,14 +820,17 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
       // calibration's core 0 40% slower on dispatch, skew 1.6-2.1 ms after a
       // 39 ms burst against 0.3-0.8 ms in the next). The fraction is the
       // least-squares a of skew = a b through the origin, clamped to [0, 1].
-      const int cores = doc.value("cores", 0);
+      // "A core per rank" as for the sharing figures below (ranks x threads
+      // <= cores); unbound ranks that fit count too (the scheduler keeps
+      // two ranks on two cores apart: nn30's 2-rank fractions 3.8% / 2.7%).
+      const int cores = doc.value("cores", 0), threads = std::max(1, doc.value("threads", 1));
       double sbb = 0, sbs = 0;
       for (auto [b, s] : bursts) sbb += b * b, sbs += b * s;
-      if (n <= cores && bursts.size() >= 2 && sbb > 0) {
-        rank_skew.emplace_back(n, std::clamp(sbs / sbb, 0.0, 1.0));
+      if (n * threads <= cores && bursts.size() >= 2 && sbb > 0) {
+        rank_skew[n] = std::clamp(sbs / sbb, 0.0, 1.0);
         skew_cores = cores;
         c.lag = Time::zero();
-        diag["rank_skew"][std::to_string(n)] = {{"fraction", rank_skew.back().second},
+        diag["rank_skew"][std::to_string(n)] = {{"fraction", rank_skew[n]},
                                                 {"random_walk_lag_s", std::min(lag / m, 1.0)}};
       }
       sync_by_ranks[n] = c;
@@ -982,7 +985,7 @@ FitReport fit_profile(const json& compute_in, const std::vector<json>& comm, con
                                    {"latency_at_zero", f.cost.latency == Time::zero()}};
     cost = f.cost;
   }
-  p.speed_states.rank_skew = rank_skew;
+  p.speed_states.rank_skew.assign(rank_skew.begin(), rank_skew.end());
   if (p.speed_states.cores == 0) p.speed_states.cores = skew_cores;  // compute documents without probe readings
   p.sync_by_ranks.clear();
   for (const auto& [n, c] : sync_by_ranks) {

@@ -357,10 +357,17 @@ json predict(const ValidationMatrix& m, const ValidationCase& c, const std::stri
     if (at.matmul_bf16_s > 0 && ref.matmul_bf16_s > 0) out.speed["matmul_bf16"] = at.matmul_bf16_s / ref.matmul_bf16_s;
     point.profile = point.profile.at_speed(at);
     if (!states.empty() && !point.profile.speed_states.empty()) {
-      // The run states' probes read no skew between the ranks: the profile's stays.
+      // The skew between the ranks' cores: another profile's (--at-speed-of)
+      // where both price it so (a profile without one keeps its lag, and
+      // both would count the cores' difference twice); the run states'
+      // probes do not read it, and the profile's stays. Their pooled
+      // readings hold part of it in the slowest-of-N draws, so that part
+      // is priced twice there: dropping the profile's skew at run states
+      // moved MAPE on vdq6 by at most 0.4 points either way over 14
+      // profiles (validate/README "Runs of 2026-12-07 09:49-").
       const auto skew = point.profile.speed_states.rank_skew;
       point.profile.speed_states = states;
-      if (states.rank_skew.empty()) point.profile.speed_states.rank_skew = skew;
+      if (states.rank_skew.empty() || skew.empty()) point.profile.speed_states.rank_skew = skew;
     }
   }
   sim::PointResult r = sim::simulate_point(point);

@@ -465,6 +465,11 @@ TEST_CASE("fit_profile: rank synchronisation from the step-skeleton probe") {
     CHECK(s.profile.shared_by(4).sync_lag.seconds() == doctest::Approx(0.010));
     CHECK(s.profile.shared_by(4).sync_skew == 0.0);
     CHECK(s.diagnostics["rank_skew"]["2"]["random_walk_lag_s"].get<double>() > 0);
+    // Two threads a rank: 2 ranks fill 4 cores' worth, time-sliced on 2: the random walk.
+    two["threads"] = 2;
+    const FitReport t = fit_profile(compute, {two, four}, "gloo", cluster);
+    CHECK(t.profile.speed_states.rank_skew.empty());
+    CHECK(t.profile.shared_by(2).sync_lag.seconds() > 0);
   }
   // With the bursts' start spread measured, the extra time less it: 3 and 5 ms
   // of the 8 and 12 ms (the late start comes back as skew, which the lag prices).

@@ -574,6 +574,13 @@ TEST_CASE("speed states: the cores' skew between ranks with a core each") {
   q.speed_states.rank_skew = {{2, 0.01}, {8, 0.04}};
   CHECK(q.shared_by(4).sync_skew == doctest::Approx(0.02));
   CHECK(q.shared_by(9).sync_skew == 0.0);
+  // Without a core count: up to the last rank count measured, none beyond.
+  q.speed_states.cores = 0;
+  q.speed_states.rank_skew = {{2, 0.012}};
+  CHECK(q.shared_by(2).sync_skew == doctest::Approx(0.012));
+  CHECK(q.shared_by(4).sync_skew == 0.0);
+  CHECK(err("device: {speed_states: {rank_skew: [{ranks: 2, fraction: 1.5}]}}\n").find("rank_skew[0].fraction") !=
+        std::string::npos);
   for (const char* bad : {"device: {speed_states: {rank_skew: [{ranks: 1, fraction: 0.01}]}}\n",
                           "device: {speed_states: {rank_skew: [{ranks: 4, fraction: 0.01}, {ranks: 2, fraction: 0.01}]}}\n",
                           "device: {speed_states: {rank_skew: [{ranks: 2, fraction: 1.5}]}}\n",
@@ -612,14 +619,24 @@ TEST_CASE("--at-speed-of: another profile's speed reference and speed states, on
   // Only the reference (states left empty): this profile's own spread.
   o.fixed_states = {};
   CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
-  // The other calibration's skew between the cores comes with its states: a
-  // 2-rank step meets later, a 1-rank one is the same.
+  // The other calibration's skew between the cores comes with its states
+  // into a profile that prices the skew so: a 2-rank step meets later, a
+  // 1-rank one is the same; a profile without one keeps its lag alone.
   ValidationMatrix two;
   two.cases = {ValidationCase{"tiny", "dps", 2, "fp32", 4, 0}};
-  o.fixed_states = p.speed_states;
-  const double even = run_validation(two, o).at(0).predicted_step_s;
   sim::SpeedStates skewed = p.speed_states;
   skewed.rank_skew = {{2, 0.05}};
+  o.fixed_states = p.speed_states;
+  const double without = run_validation(two, o).at(0).predicted_step_s;
+  o.fixed_states = skewed;
+  CHECK(run_validation(two, o).at(0).predicted_step_s == doctest::Approx(without).epsilon(1e-6));
+  p.speed_states.rank_skew = {{2, 0.01}};
+  {
+    std::ofstream f(path);
+    f << profile_yaml(p, "t", "test", "gloo");
+  }
+  o.fixed_states = p.speed_states;
+  const double even = run_validation(two, o).at(0).predicted_step_s;
   o.fixed_states = skewed;
   CHECK(run_validation(two, o).at(0).predicted_step_s > even * 1.01);
   CHECK(run_validation(m, o).at(0).predicted_step_s == doctest::Approx(plain).epsilon(1e-3));
