@@ -189,7 +189,7 @@ struct DeviceProfile {
   Time sync_lag;
   double sync_exponent = 0.5;
   Time sync_latency;
-  double sync_skew = 0;  // speed_states.rank_skew resolved by shared_by() (N ranks <= cores)
+  double sync_skew = 0;  // speed_states.rank_skew resolved by shared_by() (1 < N <= its last rank count, cores)
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
   double optimizer_bytes_per_param = 96;      // eager AdamW: bytes its kernels move per fp32 parameter (priced on `memory`)

@@ -569,7 +569,7 @@ TEST_CASE("speed states: the cores' skew between ranks with a core each") {
   REQUIRE(q.speed_states.rank_skew.size() == 1);
   CHECK(q.speed_states.rank_skew[0].first == 2);
   CHECK(q.speed_states.rank_skew[0].second == doctest::Approx(0.012));
-  // Interpolated between rank counts with cores to spare, held at the ends.
+  // Interpolated between the rank counts measured, none beyond the last.
   q.speed_states.cores = 8;
   q.speed_states.rank_skew = {{2, 0.01}, {8, 0.04}};
   CHECK(q.shared_by(4).sync_skew == doctest::Approx(0.02));
