@@ -153,17 +153,14 @@ void apply_profile_yaml(const YamlNode& node, DeviceProfile& p) {
     n->check_keys({"cores", "matmul", "matmul_bf16", "elementwise", "dispatch", "rank_skew"});
     SpeedStates s;
     if (auto c = n->find("cores")) s.cores = c->as_positive_int();
-    if (auto k = n->find("rank_skew"))  // [{ranks: 2, fraction: 0.012}, ...]
-      for (const auto& e : k->items()) {
-        e.check_keys({"ranks", "fraction"});
-        const int r = e.at("ranks").as_positive_int();
-        if (r < 2) e.at("ranks").fail("rank_skew is between ranks: 2 or more");
-        if (!s.rank_skew.empty() && r <= s.rank_skew.back().first)
-          e.at("ranks").fail("rank_skew entries need ascending `ranks`");
-        const double f = e.at("fraction").as_non_negative();
-        if (f > 1) e.at("fraction").fail("a skew fraction must be in [0, 1]");
-        s.rank_skew.emplace_back(r, f);
-      }
+    if (auto k = n->find("rank_skew")) {  // [{ranks: 2, fraction: 0.012}, ...]
+      s.rank_skew = by_ranks(*k, "rank_skew", "fraction", [](const YamlNode& v) {
+        const double f = v.as_non_negative();
+        if (f > 1) v.fail("a skew fraction must be in [0, 1]");
+        return f;
+      });
+      if (s.rank_skew.front().first < 2) k->fail("rank_skew is between ranks: `ranks` 2 or more");
+    }
     for (const char* key : SpeedStates::kClasses) {
       std::vector<double>* list = s.of(key);
       const auto v = n->find(key);
@@ -364,9 +361,8 @@ DeviceProfile DeviceProfile::shared_by(int ranks, SharingMode mode) const {
   // The cores' speed difference: only with a core per rank, which the fit
   // measured it at (interpolated between its rank counts, none beyond the
   // last: time-sliced ranks share every core, and their lag prices the turns).
-  const SpeedStates& s = speed_states;
-  if (!s.rank_skew.empty() && ranks > 1 && ranks <= s.rank_skew.back().first && (s.cores == 0 || ranks <= s.cores))
-    p.sync_skew = interpolate_by_ranks(s.rank_skew, ranks);
+  const auto& skew = speed_states.rank_skew;
+  if (!skew.empty() && ranks > 1 && ranks <= skew.back().first) p.sync_skew = interpolate_by_ranks(skew, ranks);
   if (f != 1.0) p.slow_down_by_class(f, f, f, f);
   return p;
 }

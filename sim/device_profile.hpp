@@ -189,7 +189,7 @@ struct DeviceProfile {
   Time sync_lag;
   double sync_exponent = 0.5;
   Time sync_latency;
-  double sync_skew = 0;  // speed_states.rank_skew resolved by shared_by() (1 < N <= its last rank count, cores)
+  double sync_skew = 0;  // speed_states.rank_skew resolved by shared_by() (1 < N <= its last rank count)
   Bytes framework_reserve = mib(512);         // CUDA context + allocator slack (CPU ranks: runtime)
   int optimizer_kernels_per_tensor = 10;      // eager AdamW (PyTorch 1.8, no foreach): kernels per parameter tensor
   double optimizer_bytes_per_param = 96;      // eager AdamW: bytes its kernels move per fp32 parameter (priced on `memory`)
@@ -231,8 +231,8 @@ struct DeviceProfile {
   // cores) or the mean state (more ranks than cores), per probe class as at_speed scales.
   // Also resolves background_loop_slowdown, sync_lag, sync_exponent and sync_latency for
   // `ranks` from their tables, and sync_skew from speed_states.rank_skew
-  // for 1 < ranks <= its last rank count and the cores (interpolated between
-  // its rank counts, held below the first). SharingMode::ByExecutor leaves out the
+  // for 1 < ranks <= its last rank count (interpolated between its rank
+  // counts, held below the first). SharingMode::ByExecutor leaves out the
   // sharing_factor: the simulator applies it task by task to the compute
   // running at each moment (ExecutorOptions::sharing_slowdown).
   enum class SharingMode { Fixed, ByExecutor };
