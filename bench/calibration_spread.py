@@ -38,6 +38,17 @@ its class's), then four tables:
    a pool with a large host move (a pair such as rsb11) is what makes it
    worth reading. A class is a probe class: "matmul" holds the fp32 GEMMs,
    the batched ones and the fp32 GELU rows.
+5. the same question by the passes' levels: per call kind (fp32 / bf16 GEMMs,
+   fp32 / bf16 memory-class calls) and half decade of the case's time, a
+   pass's log change of each case from its calibration's median over the
+   passes, regressed (through the origin) on the pass's log changes of its
+   kind's probe level and of the dispatch level (a level: the median of the
+   pass's readings of that class, tens of readings, so its read noise
+   dilutes far less than one reading's in 4), and the share b / (a + b)
+   beside the kind's current dispatch share (sim::dispatch_share) at the
+   band's middle. The passes of a calibration that sat in one state give
+   no leverage; passes on a core slow on dispatch (rsb9-rsb12, rsb14, rsb15)
+   do.
 """
 import glob
 import itertools
@@ -48,13 +59,33 @@ import statistics
 import sys
 
 
-def dispatch_share(seconds):  # sim/device_profile.cpp: dispatch_share
+SHARES = {  # sim/device_profile.cpp: dispatch_share's kGemm and kMemory, at log10(seconds) -5.0, -4.5, ..., -1.0
+    "gemm fp32": (1.0, 0.50, 0.45, 0.28, 0.20, 0.17, 0.12, 0.07, 0.0),
+    "memory fp32": (1.0,) + (0.75,) * 8,
+}
+
+
+def dispatch_share(seconds, kind="gemm bf16"):  # sim/device_profile.cpp: dispatch_share
+    if kind in SHARES:
+        xs = SHARES[kind]
+        x = min(max((math.log10(seconds) + 5.0) / 0.5, 0.0), len(xs) - 1.0)
+        i = min(int(x), len(xs) - 2)
+        return xs[i] + (xs[i + 1] - xs[i]) * (x - i)
     all_dispatch, no_dispatch = 30e-6, 1e-3
     if not seconds > all_dispatch:
         return 1.0
     if seconds >= no_dispatch:
         return 0.0
     return math.log(no_dispatch / seconds) / math.log(no_dispatch / all_dispatch)
+
+
+def kind_of(key, cls):
+    """The call kind of a case whose probe class is `cls` (sim::CallKind), None for GELU rows."""
+    if key[1] == "activation":
+        return None
+    if cls in ("matmul", "matmul_bf16"):
+        return "gemm fp32" if cls == "matmul" else "gemm bf16"
+    return "memory bf16" if key[2] == "bf16" else "memory fp32"
 
 
 def gelu_by_parts(key, cls, dispatch):  # normalized_to_speed: a GELU row read next to its class and dispatch
@@ -102,7 +133,7 @@ def rescaled(c, ref):
         if gelu_by_parts(k, cls, dispatch):
             out[k] = plain + max(s - plain / by_dispatch, 0.05 * s) * by_class
             continue
-        share = dispatch_share(s) if blend else 0.0
+        share = dispatch_share(s, kind_of(k, cls)) if blend else 0.0
         out[k] = s * by_class ** (1 - share) * by_dispatch ** share
     return out
 
@@ -160,7 +191,7 @@ for run in runs:
         cls = first[k][1]
         blend = (first[k][3] and cls != "dispatch" and "dispatch" in refs[0] and "dispatch" in refs[1]
                  and not gelu_by_parts(k, cls, first[k][3]))
-        share = dispatch_share(meds[1][k]) if blend else 0.0
+        share = dispatch_share(meds[1][k], kind_of(k, cls)) if blend else 0.0
         by_dispatch = refs[0]["dispatch"] / refs[1]["dispatch"] if blend else 1.0
         move = (refs[0][cls] / refs[1][cls]) ** (1 - share) * by_dispatch ** share
         devs.append(math.log(meds[1][k] * move / meds[0][k]))
@@ -197,6 +228,7 @@ for key in sorted(groups):
     print("%-36s %6d %6.2f %s %6.2f %8.3f %8.3f" % ("%s / %s / %s / 1e%d" % key, len(xs), sxy / sxx, bound, r,
                                                     math.sqrt(syy / len(ys)), math.sqrt(syy / len(ys) * (1 - r * r))))
 
+CLASS_KIND = {"matmul": "gemm fp32", "matmul_bf16": "gemm bf16"}  # "elementwise" pools both dtypes: shown as fp32's
 print("\n4. calls read by their class and the dispatch probe: a case's change on both probes' changes")
 bands = [30e-6, 100e-6, 300e-6, 1e-3, 3e-3, 10e-3, 1.0]
 both = {}
@@ -227,4 +259,53 @@ for (cls, band), rows in sorted(both.items()):
     mid = math.sqrt(lo * bands[band]) if lo else bands[band]
     share = "%7.2f" % (cb / (ca + cb)) if ca + cb > 0.2 else "%7s" % "-"
     print("%-22s %-16s %6d %6.2f %6.2f %6.2f %s %7.2f" % (cls, "%.0e-%.0e" % (lo, bands[band]), n, ca, cb, ca + cb,
-                                                       share, dispatch_share(mid)))
+                                                       share, dispatch_share(mid, CLASS_KIND.get(cls, "memory fp32"))))
+
+print("\n5. a pass's change of a case against its pass's probe levels, by call kind")
+
+
+def levels(c):
+    """{probe class: the median of the pass's readings}, the dispatch one with the readings next to the cases."""
+    by_class = {}
+    for _, cls, probe, dispatch in c.values():
+        by_class.setdefault(cls, []).append(probe)
+        if dispatch:
+            by_class.setdefault("dispatch", []).append(dispatch)
+    for _, probe in c.plain:
+        by_class.setdefault("dispatch", []).append(probe)
+    return {cls: statistics.median(v) for cls, v in by_class.items()}
+
+
+KIND_CLASS = {"gemm fp32": "matmul", "gemm bf16": "matmul_bf16", "memory fp32": "elementwise", "memory bf16": "elementwise"}
+by_kind = {}
+for passes in calibrations.values():
+    lv = [levels(c) for c in passes]
+    mid_level = {cls: statistics.median(math.log(l[cls]) for l in lv if cls in l) for cls in lv[0]}
+    for k, (_, cls, _, _) in passes[0].items():
+        kind = kind_of(k, cls) if cls != "dispatch" else None
+        if kind is None or not all(k in c and c[k][1] == cls for c in passes):
+            continue
+        logs = [math.log(c[k][0]) for c in passes]
+        med = statistics.median(logs)
+        band = round(med / math.log(10) * 2) / 2
+        probe = KIND_CLASS[kind]
+        for c, l, y in zip(passes, lv, logs):
+            if probe in l and "dispatch" in l:
+                by_kind.setdefault((kind, band), []).append(
+                    (math.log(l[probe]) - mid_level[probe], math.log(l["dispatch"]) - mid_level["dispatch"], y - med))
+print("%-12s %-8s %6s %6s %6s %6s %7s %7s" % ("kind", "seconds", "passes", "a", "b", "a+b", "share", "current"))
+for (kind, band), rows in sorted(by_kind.items()):
+    if len(rows) < 20:
+        continue
+    s11 = sum(r[0] * r[0] for r in rows)
+    s22 = sum(r[1] * r[1] for r in rows)
+    s12 = sum(r[0] * r[1] for r in rows)
+    det = s11 * s22 - s12 * s12
+    if not det > 0:
+        continue
+    s1y = sum(r[0] * r[2] for r in rows)
+    s2y = sum(r[1] * r[2] for r in rows)
+    ca, cb = (s22 * s1y - s12 * s2y) / det, (s11 * s2y - s12 * s1y) / det
+    share = "%7.2f" % min(max(cb / (ca + cb), 0.0), 1.0) if ca + cb > 0.2 else "%7s" % "-"
+    print("%-12s 1e%-6.1f %6d %6.2f %6.2f %6.2f %s %7.2f" % (kind, band, len(rows), ca, cb, ca + cb, share,
+                                                         dispatch_share(10 ** band, kind)))

@@ -42,21 +42,32 @@ void EfficiencyCurve::slow_down(double f) {
   for (auto& [w, e] : table) e /= f;
 }
 
-double dispatch_share(double seconds) {
-  constexpr double kAllDispatch = 30e-6, kNoDispatch = 1e-3;
-  if (!(seconds > kAllDispatch)) return 1.0;
-  if (seconds >= kNoDispatch) return 0.0;
-  return std::log(kNoDispatch / seconds) / std::log(kNoDispatch / kAllDispatch);
+double dispatch_share(CallKind kind, double seconds) {
+  if (kind == CallKind::GemmHalf || kind == CallKind::MemoryHalf) {
+    constexpr double kAllDispatch = 30e-6, kNoDispatch = 1e-3;
+    if (!(seconds > kAllDispatch)) return 1.0;
+    if (seconds >= kNoDispatch) return 0.0;
+    return std::log(kNoDispatch / seconds) / std::log(kNoDispatch / kAllDispatch);
+  }
+  // At log10(seconds) = -5.0, -4.5, ..., -1.0; held beyond the ends.
+  static constexpr std::array<double, 9> kGemm{1.0, 0.50, 0.45, 0.28, 0.20, 0.17, 0.12, 0.07, 0.0};
+  static constexpr std::array<double, 9> kMemory{1.0, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75, 0.75};
+  const auto& xs = kind == CallKind::GemmFp32 ? kGemm : kMemory;
+  const double x = seconds > 0 ? (std::log10(seconds) + 5.0) / 0.5 : 0.0;
+  if (!(x > 0)) return xs.front();
+  if (x >= static_cast<double>(xs.size() - 1)) return xs.back();
+  const auto i = static_cast<size_t>(x);
+  return xs[i] + (xs[i + 1] - xs[i]) * (x - static_cast<double>(i));
 }
 
-void EfficiencyCurve::slow_down_blended(double f, double fd, double peak, Time launch) {
+void EfficiencyCurve::slow_down_blended(double f, double fd, double peak, Time launch, CallKind kind) {
   if (table.empty() || !(peak > 0)) {
     slow_down(f);
     return;
   }
   max = 0;
   for (auto& [w, e] : table) {
-    const double s = e > 0 ? dispatch_share(launch.seconds() + w / (e * peak)) : 0.0;
+    const double s = e > 0 ? dispatch_share(kind, launch.seconds() + w / (e * peak)) : 0.0;
     e /= std::pow(f, 1.0 - s) * std::pow(fd, s);
     max = std::max(max, e);
   }
@@ -310,12 +321,12 @@ void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double f
   // dtype's matmul ratio, 6.1% / 9.1% by the add probe's.
   const double half_peak = spec.bf16_peak.value() > 0 ? spec.bf16_peak.value() : spec.fp16_peak.value();
   const Time launch = launch_overhead;  // a point's call time at the speed it was fitted at
-  auto slow = [&](EfficiencyCurve* c, double f, double peak) {
-    if (blend_short_calls) c->slow_down_blended(f, fd, peak, launch);
+  auto slow = [&](EfficiencyCurve* c, double f, double peak, CallKind kind) {
+    if (blend_short_calls) c->slow_down_blended(f, fd, peak, launch, kind);
     else c->slow_down(f);
   };
-  for (EfficiencyCurve* c : {&matmul, &batched_matmul, &matmul_linear}) slow(c, fm, spec.fp32_peak.value());
-  for (EfficiencyCurve* c : {&matmul_half, &batched_matmul_half, &matmul_o1}) slow(c, fh, half_peak);
+  for (EfficiencyCurve* c : {&matmul, &batched_matmul, &matmul_linear}) slow(c, fm, spec.fp32_peak.value(), CallKind::GemmFp32);
+  for (EfficiencyCurve* c : {&matmul_half, &batched_matmul_half, &matmul_o1}) slow(c, fh, half_peak, CallKind::GemmHalf);
   // A GELU table point is the kernel alone (the fit took the plain dispatch
   // off its call, after bringing that part to the reference by the dispatch
   // reading: validate's normalized_to_speed): it follows its dtype's matmul
@@ -325,7 +336,8 @@ void DeviceProfile::slow_down_by_class(double fm, double fh, double fe, double f
   // probe read 1.32x apart (rsb7) the bf16 ones moved 1.03-1.20x.
   for (EfficiencyCurve* c : {&activation, &activation_backward}) c->slow_down(fm);
   for (EfficiencyCurve* c : {&activation_half, &activation_half_backward}) c->slow_down(fh);
-  for (EfficiencyCurve* c : {&memory, &memory_half}) slow(c, fe, spec.memory_bandwidth.value());
+  slow(&memory, fe, spec.memory_bandwidth.value(), CallKind::MemoryFp32);
+  slow(&memory_half, fe, spec.memory_bandwidth.value(), CallKind::MemoryHalf);
   host_memcpy = Bandwidth(host_memcpy.value() / fe);
   launch_overhead = launch_overhead.scaled(fd);
   step_overhead = step_overhead.scaled(fd);

@@ -113,8 +113,9 @@ struct FitReport {
 // if measured at the reference speed, which it records as "normalized_to"
 // (short calls and fused activations by parts, below).
 // A case whose probe also carries the dispatch reading taken next to it
-// ("dispatch_s") is scaled by a blend of both ratios, dispatch_share(its time)
-// of it by the dispatch one: short calls follow the framework's dispatch
+// ("dispatch_s") is scaled by a blend of both ratios, dispatch_share(its kind,
+// its time) of it by the dispatch one (its kind: a GEMM of its probe's class,
+// else a memory-class call of its row's dtype): short calls follow the framework's dispatch
 // speed (validate/README, known gap 8); a fused activation's ("op":
 // "activation", read next to its class's probe and the dispatch one) is its
 // plain dispatch ("plain_s" brought to the reference), scaled by the
@@ -147,6 +148,7 @@ nlohmann::json normalized_to_speed(const nlohmann::json& doc, const SpeedReferen
 // `state_reference: exponent`, which the fit never writes.
 std::vector<nlohmann::json> normalized_to_comm_state(const std::vector<nlohmann::json>& passes);
 // The share of a call's time that follows the dispatch speed: sim::dispatch_share.
+using sim::CallKind;
 using sim::dispatch_share;
 // Every probe reading of `docs` ({"class", "s"}, one per probed case), or a
 // document's own "probe_readings" where it has them (the median of several

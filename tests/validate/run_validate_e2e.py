@@ -166,8 +166,13 @@ with tempfile.TemporaryDirectory() as tmp:
             ref = dm.get("normalized_to", {})
             clamp = lambda x: min(5.0, max(0.2, x))
 
-            def dispatch_share(t):  # validate/profile_fit.hpp
-                return 1.0 if not t > 30e-6 else 0.0 if t >= 1e-3 else math.log(1e-3 / t) / math.log(1e-3 / 30e-6)
+            def dispatch_share(t, cls, dtype):  # sim::dispatch_share by kind (sim/device_profile.cpp)
+                if cls == "matmul_bf16" or (cls != "matmul" and dtype != "fp32"):
+                    return 1.0 if not t > 30e-6 else 0.0 if t >= 1e-3 else math.log(1e-3 / t) / math.log(1e-3 / 30e-6)
+                xs = (1.0, 0.50, 0.45, 0.28, 0.20, 0.17, 0.12, 0.07, 0.0) if cls == "matmul" else (1.0,) + (0.75,) * 8
+                x = min(max((math.log10(t) + 5.0) / 0.5, 0.0), len(xs) - 1.0)
+                i = min(int(x), len(xs) - 2)
+                return xs[i] + (xs[i + 1] - xs[i]) * (x - i)
 
             def plain_at_ref(d):  # the plain dispatch's reads at the common speed, their median
                 xs = sorted(x["seconds"] * clamp(ref["dispatch"] / x["probe"]["s"]) for x in d["dispatch_reads"]["plain_s"])
@@ -179,7 +184,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 if r.get("op") == "activation" and p.get("dispatch_s", 0) > 0 and p["class"] != "dispatch":  # its plain dispatch by dispatch, the kernel by class
                     return plain + max(t - plain / clamp(ref["dispatch"] / p["dispatch_s"]), 0.05 * t) * by_class
                 if p.get("dispatch_s", 0) > 0 and p["class"] != "dispatch":
-                    share = dispatch_share(t)
+                    share = dispatch_share(t, p["class"], r.get("dtype", "fp32"))
                     return t * by_class ** (1 - share) * clamp(ref["dispatch"] / p["dispatch_s"]) ** share
                 return t * by_class
             check(set(ref) == {"matmul", "matmul_bf16", "elementwise", "dispatch"}

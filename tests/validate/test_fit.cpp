@@ -303,12 +303,30 @@ TEST_CASE("speed normalisation: a dispatch figure read three times is the median
 
 TEST_CASE("speed normalisation: a short case follows the dispatch reading taken next to it, by its time") {
   using nlohmann::json;
-  CHECK(dispatch_share(1e-6) == 1.0);
-  CHECK(dispatch_share(30e-6) == 1.0);
-  CHECK(dispatch_share(1e-3) == 0.0);
-  CHECK(dispatch_share(5.0) == 0.0);
-  CHECK(dispatch_share(std::sqrt(30e-6 * 1e-3)) == doctest::Approx(0.5));  // log-linear between
-  CHECK(dispatch_share(100e-6) > dispatch_share(300e-6));
+  // bf16 calls: all dispatch up to 30 us, none from 1 ms, log-linear between.
+  for (CallKind k : {CallKind::GemmHalf, CallKind::MemoryHalf}) {
+    CHECK(dispatch_share(k, 1e-6) == 1.0);
+    CHECK(dispatch_share(k, 30e-6) == 1.0);
+    CHECK(dispatch_share(k, 1e-3) == 0.0);
+    CHECK(dispatch_share(k, 5.0) == 0.0);
+    CHECK(dispatch_share(k, std::sqrt(30e-6 * 1e-3)) == doctest::Approx(0.5));
+    CHECK(dispatch_share(k, 100e-6) > dispatch_share(k, 300e-6));
+  }
+  // fp32 GEMMs: all dispatch up to 10 us, the passes' shares from 30 us (half
+  // decades, log-linear between), none from 100 ms.
+  CHECK(dispatch_share(CallKind::GemmFp32, 5e-6) == 1.0);
+  CHECK(dispatch_share(CallKind::GemmFp32, 1e-5) == doctest::Approx(1.0));
+  CHECK(dispatch_share(CallKind::GemmFp32, 1e-4) == doctest::Approx(0.45));
+  CHECK(dispatch_share(CallKind::GemmFp32, 1e-3) == doctest::Approx(0.20));
+  CHECK(dispatch_share(CallKind::GemmFp32, std::sqrt(1e-4 * std::sqrt(1e-4 * 1e-3))) == doctest::Approx((0.45 + 0.28) / 2));
+  CHECK(dispatch_share(CallKind::GemmFp32, 0.1) == 0.0);
+  CHECK(dispatch_share(CallKind::GemmFp32, 5.0) == 0.0);
+  // fp32 memory-class calls: three quarters dispatch at every size from 30 us (more below).
+  CHECK(dispatch_share(CallKind::MemoryFp32, 1e-6) == 1.0);
+  CHECK(dispatch_share(CallKind::MemoryFp32, std::pow(10.0, -4.5)) == doctest::Approx(0.75));
+  CHECK(dispatch_share(CallKind::MemoryFp32, 20e-6) > 0.75);
+  CHECK(dispatch_share(CallKind::MemoryFp32, 1e-3) == doctest::Approx(0.75));
+  CHECK(dispatch_share(CallKind::MemoryFp32, 5.0) == doctest::Approx(0.75));
   json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
   auto row = [](double seconds, double dispatch) {
     return json{{"op", "matmul"}, {"seconds", seconds}, {"probe", {{"class", "matmul_bf16"}, {"s", 1e-3}, {"dispatch_s", dispatch}}}};
@@ -325,6 +343,18 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
   CHECK(n["compute"][4]["seconds"].get<double>() == doctest::Approx(1e-6).scale(0));
   // Without a dispatch reference, the class's probe alone.
   CHECK(normalized_to_speed(doc, {{"matmul_bf16", 1e-3}})["compute"][0]["seconds"].get<double>() == doctest::Approx(20e-6).scale(0));
+  // An fp32 GEMM of 1 ms and a memory-class call of 1 ms (fp32, and bf16 by
+  // its row's dtype), their class probes at the reference, the dispatch one 2x
+  // slow: the kind's share of the call follows the dispatch ratio.
+  json kinds = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
+  kinds["compute"] = json::array(
+      {{{"op", "matmul"}, {"dtype", "fp32"}, {"seconds", 1e-3}, {"probe", {{"class", "matmul"}, {"s", 5e-3}, {"dispatch_s", 4e-6}}}},
+       {{"op", "softmax"}, {"dtype", "fp32"}, {"seconds", 1e-3}, {"probe", {{"class", "elementwise"}, {"s", 4e-4}, {"dispatch_s", 4e-6}}}},
+       {{"op", "softmax"}, {"dtype", "bf16"}, {"seconds", 1e-3}, {"probe", {{"class", "elementwise"}, {"s", 4e-4}, {"dispatch_s", 4e-6}}}}});
+  const json nk = normalized_to_speed(kinds, {{"matmul", 5e-3}, {"elementwise", 4e-4}, {"dispatch", 2e-6}});
+  CHECK(nk["compute"][0]["seconds"].get<double>() == doctest::Approx(1e-3 * std::pow(0.5, 0.20)).scale(0));
+  CHECK(nk["compute"][1]["seconds"].get<double>() == doctest::Approx(1e-3 * std::pow(0.5, 0.75)).scale(0));
+  CHECK(nk["compute"][2]["seconds"].get<double>() == doctest::Approx(1e-3).scale(0));  // bf16: none from 1 ms
 }
 
 TEST_CASE("speed normalisation: a GELU call is its plain dispatch by the dispatch ratio and a kernel by its class") {

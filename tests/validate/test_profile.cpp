@@ -432,24 +432,42 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   p.speed_reference.matmul_bf16_s = 5e-4;
   const sim::DeviceProfile h = p.at_speed({2e-3, 2e-4, 3e-6, 1.25e-3});
   CHECK(h.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
-  CHECK(h.matmul_linear.at(1e9) == doctest::Approx(0.6 / 2));  // an fp32 GEMM table
+  // An fp32 GEMM table: its 1 GFLOP point, a 13.5 ms call, follows the
+  // dispatch ratio (1x here) for its kind's share of it.
+  const double linear_call = 6.25e-6 + 1e9 / (0.6 * 123.4e9);
+  CHECK(sim::dispatch_share(sim::CallKind::GemmFp32, linear_call) == doctest::Approx(0.107).epsilon(0.01));
+  CHECK(h.matmul_linear.at(1e9) == doctest::Approx(0.6 / std::pow(2.0, 1 - sim::dispatch_share(sim::CallKind::GemmFp32, linear_call))));
   CHECK(h.matmul_half.at(1e9) == doctest::Approx(0.8 / 2.5));
   CHECK(h.matmul_o1.at(1e9) == doctest::Approx(0.4 / 2.5));
   CHECK(h.activation.at(1e9) == doctest::Approx(0.02 / 2));         // fp32 GELU: the fp32 matmul
   CHECK(h.activation_half.at(1e9) == doctest::Approx(0.03 / 2.5));  // bf16 GELU: the bf16 matmul
   CHECK(h.memory.at(1e6) == doctest::Approx(p.memory.at(1e6)));  // the add probe did not move
   // A table point of a short call follows the dispatch ratio, as the fit
-  // rescaled it (sim::dispatch_share of launch + its time): add probe 1.5x,
-  // dispatch 3x; a 1 KB add (6.25 us launch + 0.08 us) 3x slower, a 1 GB one
-  // (82 ms) 1.5x, one of 40 us to 1 ms between.
+  // rescaled it (sim::dispatch_share of its kind, launch + its time): add
+  // probe 1.5x, dispatch 3x. bf16: a 1 KB add (6.25 us launch + 0.08 us) 3x
+  // slower, a 1 GB one (82 ms) 1.5x, one of 40 us to 1 ms between.
   sim::DeviceProfile m = p;
   m.memory.table = {{1e3, 0.7}, {1e6, 0.7}, {1e9, 0.7}};
+  m.memory_half.table = m.memory.table;
   const sim::DeviceProfile b = m.at_speed({1e-3, 3e-4, 9e-6, 5e-4});
+  CHECK(b.memory_half.table[0].second == doctest::Approx(0.7 / 3));
+  CHECK(b.memory_half.table[1].second < 0.7 / 1.5);  // 88 us: partly the dispatch ratio
+  CHECK(b.memory_half.table[1].second > 0.7 / 3);
+  CHECK(b.memory_half.table[2].second == doctest::Approx(0.7 / 1.5));
+  CHECK(b.memory_half.max == doctest::Approx(0.7 / 1.5));
+  // fp32: the short add 3x too, the longer ones three quarters by the
+  // dispatch ratio however long (cached memory-class calls follow the core).
   CHECK(b.memory.table[0].second == doctest::Approx(0.7 / 3));
-  CHECK(b.memory.table[1].second < 0.7 / 1.5);  // 88 us: partly the dispatch ratio
-  CHECK(b.memory.table[1].second > 0.7 / 3);
-  CHECK(b.memory.table[2].second == doctest::Approx(0.7 / 1.5));
-  CHECK(b.memory.max == doctest::Approx(0.7 / 1.5));
+  CHECK(b.memory.table[1].second == doctest::Approx(0.7 / (std::pow(1.5, 0.25) * std::pow(3.0, 0.75))));
+  CHECK(b.memory.table[2].second == doctest::Approx(0.7 / (std::pow(1.5, 0.25) * std::pow(3.0, 0.75))));
+  // fp32 GEMMs: a point of 1 ms (0.2 of it by the dispatch ratio) and one of
+  // 1 s (the matmul ratio alone, 1x here; dispatch 3x).
+  sim::DeviceProfile k = p;
+  const double ms_work = (1e-3 - p.launch_overhead.seconds()) * 0.5 * p.spec.fp32_peak.value();
+  k.matmul.table = {{ms_work, 0.5}, {ms_work * 1000, 0.5}};
+  const sim::DeviceProfile kb = k.at_speed({1e-3, 2e-4, 9e-6});
+  CHECK(kb.matmul.table[0].second == doctest::Approx(0.5 / std::pow(3.0, 0.20)));
+  CHECK(kb.matmul.table[1].second == doctest::Approx(0.5));
   CHECK(b.launch_overhead.seconds() == doctest::Approx(3 * 6.25e-6).scale(0));
   // A GELU point is the kernel alone, however short its call: its dtype's
   // matmul ratio (2x; bf16 2x too), the call's dispatch part by the launch overhead.
@@ -480,12 +498,17 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
 TEST_CASE("drift compensation: an add probe of another form leaves the memory tables alone") {
   sim::DeviceProfile p = sample_profile();
   p.memory.table = {{1e6, 0.7}, {1e9, 0.7}};
+  p.memory_half.table = p.memory.table;
   p.speed_reference = {1e-3, 2e-4, 3e-6, 0.0, "streaming"};
-  // The same form: memory 1.5x slower; the cached form (an older probe): unchanged, the GEMMs 2x either way.
+  // The same form: memory 1.5x slower (fp32 memory-class calls a quarter by
+  // it, the dispatch ratio, 1x, the rest); the cached form (an older probe):
+  // unchanged, the GEMMs 2x either way.
   const sim::DeviceProfile same = p.at_speed({2e-3, 3e-4, 3e-6, 0.0, "streaming"});
   const sim::DeviceProfile other = p.at_speed({2e-3, 3e-4, 3e-6, 0.0, "cached"});
-  CHECK(same.memory.at(1e9) == doctest::Approx(0.7 / 1.5));
+  CHECK(same.memory_half.at(1e9) == doctest::Approx(0.7 / 1.5));
+  CHECK(same.memory.at(1e9) == doctest::Approx(0.7 / std::pow(1.5, 0.25)));
   CHECK(other.memory.at(1e9) == doctest::Approx(0.7));
+  CHECK(other.memory_half.at(1e9) == doctest::Approx(0.7));
   CHECK(other.matmul.at(1e9) == doctest::Approx(p.matmul.at(1e9) / 2));
   CHECK(other.host_memcpy.value() == doctest::Approx(p.host_memcpy.value()));
   // The moved profile's reference keeps the add reading its memory tables are at.
