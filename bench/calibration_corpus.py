@@ -23,8 +23,9 @@ Prints one line per pair: the second calibration's speed reference against
 the first's (the host's change between them, by probe), and the largest
 difference of the two profiles' predictions as calibrated, at one state, and
 at the recorded runs' states. Exits 1 when a pair differs by more than 5% at
-one state (none does with the fit of 2026-12-07 13:00, rsb11's 4.6% the
-largest; 5.5% before it).
+one state (none does with the fit of 2026-12-07 12:55, rsb11's 4.6% the
+largest, 5.5% before it; that fit's fp32 dispatch shares were read off
+rsb8-rsb15's passes, so for them the figure is in sample).
 """
 import glob
 import lzma

@@ -66,7 +66,11 @@ SHARES = {  # sim/device_profile.cpp: dispatch_share's kGemm and kMemory, at log
 
 
 def dispatch_share(seconds, kind="gemm bf16"):  # sim/device_profile.cpp: dispatch_share
+    if kind == "host copy":  # profile_fit.cpp: a copy follows its class alone
+        return 0.0
     if kind in SHARES:
+        if not seconds > 0:
+            return SHARES[kind][0]
         xs = SHARES[kind]
         x = min(max((math.log10(seconds) + 5.0) / 0.5, 0.0), len(xs) - 1.0)
         i = min(int(x), len(xs) - 2)
@@ -80,12 +84,15 @@ def dispatch_share(seconds, kind="gemm bf16"):  # sim/device_profile.cpp: dispat
 
 
 def kind_of(key, cls):
-    """The call kind of a case whose probe class is `cls` (sim::CallKind), None for GELU rows."""
+    """The call kind of a case whose probe class is `cls` (sim::CallKind; "host copy" for the memcpy rows), None
+    for GELU rows."""
     if key[1] == "activation":
         return None
+    if key[0] == "memcpy":
+        return "host copy"
     if cls in ("matmul", "matmul_bf16"):
         return "gemm fp32" if cls == "matmul" else "gemm bf16"
-    return "memory bf16" if key[2] == "bf16" else "memory fp32"
+    return "memory fp32" if key[2] in ("", "fp32") else "memory bf16"
 
 
 def gelu_by_parts(key, cls, dispatch):  # normalized_to_speed: a GELU row read next to its class and dispatch
@@ -283,7 +290,7 @@ for passes in calibrations.values():
     mid_level = {cls: statistics.median(math.log(l[cls]) for l in lv if cls in l) for cls in lv[0]}
     for k, (_, cls, _, _) in passes[0].items():
         kind = kind_of(k, cls) if cls != "dispatch" else None
-        if kind is None or not all(k in c and c[k][1] == cls for c in passes):
+        if kind not in KIND_CLASS or not all(k in c and c[k][1] == cls for c in passes):
             continue
         logs = [math.log(c[k][0]) for c in passes]
         med = statistics.median(logs)

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <string_view>
 #include <tuple>
 #include <type_traits>
 
@@ -290,10 +291,11 @@ sim::Algorithm algorithm_for(sim::CollectiveKind k) {
 
 namespace {
 
-// Calls fn(figures, reading, row) once for every probe reading of a compute
-// document, with the figures it was read next to (a case's "seconds" and
-// "min_s"; an autocast row's fp32_s or o1_s; one dispatch figure) and the row
-// they belong to (null for a dispatch figure).
+// Calls fn(figures, reading, row, section) once for every probe reading of a
+// compute document, with the figures it was read next to (a case's "seconds"
+// and "min_s"; an autocast row's fp32_s or o1_s; one dispatch figure), the
+// row they belong to (null for a dispatch figure) and its section
+// ("compute", "optimizer", "autocast_linear", "memcpy" or "dispatch").
 template <typename Doc, typename Fn>
 void for_each_probed(Doc& doc, Fn&& fn) {
   using Figure = std::conditional_t<std::is_const_v<Doc>, const json*, json*>;
@@ -304,11 +306,11 @@ void for_each_probed(Doc& doc, Fn&& fn) {
         std::vector<Figure> figs;
         for (const char* k : {"seconds", "min_s"})
           if (r.contains(k)) figs.push_back(&r.at(k));
-        fn(figs, r.at("probe"), &r);
+        fn(figs, r.at("probe"), &r, section);
       }
       for (const char* k : {"fp32", "o1"}) {
         const std::string probe = std::string(k) + "_probe", fig = std::string(k) + "_s";
-        if (r.contains(probe) && r.contains(fig)) fn(std::vector<Figure>{&r.at(fig)}, r.at(probe), &r);
+        if (r.contains(probe) && r.contains(fig)) fn(std::vector<Figure>{&r.at(fig)}, r.at(probe), &r, section);
       }
     }
   };
@@ -318,10 +320,12 @@ void for_each_probed(Doc& doc, Fn&& fn) {
   if (doc.contains("dispatch_reads") && doc.at("dispatch_reads").is_object()) {
     for (auto& [k, reads] : doc.at("dispatch_reads").items())
       for (auto& r : reads)
-        if (r.contains("seconds") && r.contains("probe")) fn(std::vector<Figure>{&r.at("seconds")}, r.at("probe"), static_cast<Figure>(nullptr));
+        if (r.contains("seconds") && r.contains("probe"))
+          fn(std::vector<Figure>{&r.at("seconds")}, r.at("probe"), static_cast<Figure>(nullptr), "dispatch");
   } else if (doc.contains("dispatch_probe") && doc.contains("dispatch")) {
     for (auto& [k, pr] : doc.at("dispatch_probe").items())
-      if (doc.at("dispatch").contains(k)) fn(std::vector<Figure>{&doc.at("dispatch").at(k)}, pr, static_cast<Figure>(nullptr));
+      if (doc.at("dispatch").contains(k))
+        fn(std::vector<Figure>{&doc.at("dispatch").at(k)}, pr, static_cast<Figure>(nullptr), "dispatch");
   }
 }
 
@@ -330,7 +334,7 @@ void for_each_probed(Doc& doc, Fn&& fn) {
 SpeedReference probe_reference(const std::vector<json>& docs) {
   std::map<std::string, std::vector<double>> xs;
   for (const auto& d : docs)
-    for_each_probed(d, [&](const auto&, const json& pr, const auto*) {
+    for_each_probed(d, [&](const auto&, const json& pr, const auto*, const char*) {
       if (pr.contains("class") && pr.contains("s") && pr.at("s").is_number() && pr.at("s").get<double>() > 0)
         xs[pr.at("class").get<std::string>()].push_back(pr.at("s").get<double>());
     });
@@ -347,7 +351,7 @@ json probe_readings(const std::vector<json>& docs) {
       for (const auto& r : d.at("probe_readings")) out.push_back(r);
       continue;
     }
-    for_each_probed(d, [&](const auto&, const json& pr, const auto*) {
+    for_each_probed(d, [&](const auto&, const json& pr, const auto*, const char*) {
       if (!pr.contains("class") || !pr.contains("s") || !pr.at("s").is_number()) return;
       json r = {{"class", pr.at("class")}, {"s", pr.at("s")}};
       if (docs.size() > 1) r["pass"] = i;
@@ -412,7 +416,7 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
   // Fused GELU calls, rescaled once the plain dispatch is at the reference
   // (below): their figures and their class's and dispatch ratios.
   std::vector<std::tuple<json*, double, double>> by_parts;
-  for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr, const json* row) {
+  for_each_probed(out, [&](const std::vector<json*>& figures, const json& pr, const json* row, std::string_view section) {
     if (!pr.contains("class") || !pr.contains("s")) return;
     const auto it = ref.find(pr.at("class").get<std::string>());
     const double reading = pr.at("s").is_number() ? pr.at("s").get<double>() : 0;
@@ -427,7 +431,9 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
     const double by_dispatch = blend ? std::clamp(dispatch_ref->second / dispatch_reading, 0.2, 5.0) : by_class;
     const bool gelu = blend && row && row->contains("op") && row->at("op") == "activation";
     // Its kind: a GEMM by its class's probe (autocast rows' fp32 and O1
-    // passes too), else a memory-class call of its row's dtype.
+    // passes too), else a memory-class call of its row's dtype. A host copy
+    // (32 MiB, streaming) follows its class alone, as `at_speed` moves
+    // host_memcpy by the add ratio.
     const std::string& cls = it->first;
     const bool half = row && row->contains("dtype") && row->at("dtype") != "fp32";
     const sim::CallKind kind = cls == "matmul"        ? sim::CallKind::GemmFp32
@@ -436,7 +442,7 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
                                                       : sim::CallKind::MemoryFp32;
     for (json* figure : figures) {
       if (!figure->is_number()) continue;
-      const double t = figure->get<double>(), share = blend ? dispatch_share(kind, t) : 0.0;
+      const double t = figure->get<double>(), share = blend && section != "memcpy" ? dispatch_share(kind, t) : 0.0;
       if (gelu) by_parts.emplace_back(figure, by_class, by_dispatch);
       else *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
       any = true;

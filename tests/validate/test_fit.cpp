@@ -316,7 +316,11 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
   // decades, log-linear between), none from 100 ms.
   CHECK(dispatch_share(CallKind::GemmFp32, 5e-6) == 1.0);
   CHECK(dispatch_share(CallKind::GemmFp32, 1e-5) == doctest::Approx(1.0));
+  CHECK(dispatch_share(CallKind::GemmFp32, std::pow(10.0, -4.5)) == doctest::Approx(0.50));
   CHECK(dispatch_share(CallKind::GemmFp32, 1e-4) == doctest::Approx(0.45));
+  CHECK(dispatch_share(CallKind::GemmFp32, std::pow(10.0, -2.5)) == doctest::Approx(0.17));
+  CHECK(dispatch_share(CallKind::GemmFp32, std::pow(10.0, -1.5)) == doctest::Approx(0.07));
+  CHECK(dispatch_share(CallKind::GemmFp32, 0.0) == 1.0);
   CHECK(dispatch_share(CallKind::GemmFp32, 1e-3) == doctest::Approx(0.20));
   CHECK(dispatch_share(CallKind::GemmFp32, std::sqrt(1e-4 * std::sqrt(1e-4 * 1e-3))) == doctest::Approx((0.45 + 0.28) / 2));
   CHECK(dispatch_share(CallKind::GemmFp32, 0.1) == 0.0);
@@ -351,10 +355,23 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
       {{{"op", "matmul"}, {"dtype", "fp32"}, {"seconds", 1e-3}, {"probe", {{"class", "matmul"}, {"s", 5e-3}, {"dispatch_s", 4e-6}}}},
        {{"op", "softmax"}, {"dtype", "fp32"}, {"seconds", 1e-3}, {"probe", {{"class", "elementwise"}, {"s", 4e-4}, {"dispatch_s", 4e-6}}}},
        {{"op", "softmax"}, {"dtype", "bf16"}, {"seconds", 1e-3}, {"probe", {{"class", "elementwise"}, {"s", 4e-4}, {"dispatch_s", 4e-6}}}}});
-  const json nk = normalized_to_speed(kinds, {{"matmul", 5e-3}, {"elementwise", 4e-4}, {"dispatch", 2e-6}});
+  // An optimizer row (no dtype: fp32 memory), a host copy (its class alone,
+  // as at_speed moves host_memcpy) and an autocast row's two passes (fp32
+  // GEMM and bf16 GEMM by their probes' classes), all of 1 ms.
+  const json dispatch_slow = {{"class", "elementwise"}, {"s", 4e-4}, {"dispatch_s", 4e-6}};
+  kinds["optimizer"] = json::array({{{"params", 4096}, {"tensors", 1}, {"seconds", 1e-3}, {"probe", dispatch_slow}}});
+  kinds["memcpy"] = json::array({{{"bytes", 33554432.0}, {"seconds", 1e-3}, {"probe", dispatch_slow}}});
+  kinds["autocast_linear"] = json::array(
+      {{{"flops", 2e6}, {"fp32_s", 1e-3}, {"fp32_probe", {{"class", "matmul"}, {"s", 5e-3}, {"dispatch_s", 4e-6}}},
+        {"o1_s", 1e-3}, {"o1_probe", {{"class", "matmul_bf16"}, {"s", 1e-3}, {"dispatch_s", 4e-6}}}}});
+  const json nk = normalized_to_speed(kinds, {{"matmul", 5e-3}, {"matmul_bf16", 1e-3}, {"elementwise", 4e-4}, {"dispatch", 2e-6}});
   CHECK(nk["compute"][0]["seconds"].get<double>() == doctest::Approx(1e-3 * std::pow(0.5, 0.20)).scale(0));
   CHECK(nk["compute"][1]["seconds"].get<double>() == doctest::Approx(1e-3 * std::pow(0.5, 0.75)).scale(0));
   CHECK(nk["compute"][2]["seconds"].get<double>() == doctest::Approx(1e-3).scale(0));  // bf16: none from 1 ms
+  CHECK(nk["optimizer"][0]["seconds"].get<double>() == doctest::Approx(1e-3 * std::pow(0.5, 0.75)).scale(0));
+  CHECK(nk["memcpy"][0]["seconds"].get<double>() == doctest::Approx(1e-3).scale(0));
+  CHECK(nk["autocast_linear"][0]["fp32_s"].get<double>() == doctest::Approx(1e-3 * std::pow(0.5, 0.20)).scale(0));
+  CHECK(nk["autocast_linear"][0]["o1_s"].get<double>() == doctest::Approx(1e-3).scale(0));
 }
 
 TEST_CASE("speed normalisation: a GELU call is its plain dispatch by the dispatch ratio and a kernel by its class") {

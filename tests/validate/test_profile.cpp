@@ -468,6 +468,10 @@ TEST_CASE("drift compensation: the profile at the speed a probe finds now") {
   const sim::DeviceProfile kb = k.at_speed({1e-3, 2e-4, 9e-6});
   CHECK(kb.matmul.table[0].second == doctest::Approx(0.5 / std::pow(3.0, 0.20)));
   CHECK(kb.matmul.table[1].second == doctest::Approx(0.5));
+  // The same points in bf16 (matmul_half, against the half peak): the curve,
+  // none by the dispatch ratio from 1 ms.
+  k.matmul_half.table = {{ms_work * p.spec.bf16_peak.value() / p.spec.fp32_peak.value(), 0.5}};
+  CHECK(k.at_speed({1e-3, 2e-4, 9e-6}).matmul_half.table[0].second == doctest::Approx(0.5));
   CHECK(b.launch_overhead.seconds() == doctest::Approx(3 * 6.25e-6).scale(0));
   // A GELU point is the kernel alone, however short its call: its dtype's
   // matmul ratio (2x; bf16 2x too), the call's dispatch part by the launch overhead.
