@@ -21,6 +21,37 @@
 
 namespace dptwin::sim {
 
+// What a timed call is, for how it follows the speed probes (dispatch_share).
+enum class CallKind { GemmFp32, GemmHalf, MemoryFp32, MemoryHalf };
+
+// The share of a compute call's time that follows the dispatch speed rather
+// than its class's probe, by kind and call time. The fit rescales a case by
+// this blend of its probes' ratios (validate/profile_fit), and
+// DeviceProfile::at_speed a table point by the same.
+// - bf16 GEMMs and bf16 memory-class calls (the curve): 1 below 30 us, 0
+//   above 1 ms, log-linear between. Between two calibrations whose dispatch
+//   probe read 1.42x apart and the bf16 GEMM probe 1.07x (rb12), bf16 GEMMs
+//   of 10-30 us moved 1.44-1.54x, of 100 us 1.30x, of 300 us 1.15x and of
+//   1 ms 1.10x.
+// - fp32 GEMMs and fp32 memory-class calls: a table by time, 1 at 10 us
+//   (the fit reads such calls by the dispatch probe alone), from 30 us on
+//   the shares that the passes of rsb8-rsb15's 16 calibrations show,
+//   smoothed (bench/calibration_spread.py, table 5: a pass's change of a
+//   case regressed on its pass's probe levels; the corpus is in sample for
+//   them): fp32 GEMMs 0.50 at 30 us, 0.45 at 100 us, 0.28 at 300 us, 0.20
+//   at 1 ms, down to 0 at 100 ms; fp32 memory-class calls (cached adds,
+//   layernorm, softmax, the optimizer) 0.75 at every size (the table's
+//   0.48-1.0): the add probe streams beyond the cache and they mostly do
+//   not. A core slow on dispatch alone (rsb11: core 0 read dispatch 1.54x
+//   core 1's, the fp32 GEMM probe 1.13x) moved fp32 GEMMs of 100 us 1.18x,
+//   which the curve above put at 1.4x. The bf16 kinds keep that curve:
+//   bf16 GEMMs' pass-level shares are lower too (0.25 at 100 us), but the
+//   pairs whose host moved between the calibrations (rb12, rsb15) follow it
+//   (bench/corpus: rsb15 5.2% apart at one state with the table's shares
+//   for bf16 GEMMs as well, 6.9% with them for every kind, 2.5% with the
+//   curve for bf16).
+double dispatch_share(CallKind kind, double seconds);
+
 // Saturating efficiency: eff(work) = max * work / (work + half_work).
 // `work` is the op's FLOPs (compute) or bytes (memory); half_work is the size
 // at which half of `max` is reached.
@@ -30,36 +61,6 @@ namespace dptwin::sim {
 // linearly in log(work) and held constant beyond the ends. CPUs need it: a GEMM
 // or a copy runs fastest while its operands fit in cache and slows down beyond
 // (the saturating form can only rise). `max` is then the table's largest value.
-// What a timed call is, for how it follows the speed probes (dispatch_share).
-enum class CallKind { GemmFp32, GemmHalf, MemoryFp32, MemoryHalf };
-
-// The share of a compute call's time that follows the dispatch speed rather
-// than its class's probe, by kind and call time. The fit rescales a case by
-// this blend of its probes' ratios (validate/profile_fit), and
-// DeviceProfile::at_speed a table point by the same.
-// - bf16 GEMMs and bf16 memory-class calls (the curve): 1 below 30 us, 0 above 1 ms,
-//   log-linear between. Between two calibrations whose dispatch probe read
-//   1.42x apart and the bf16 GEMM probe 1.07x (rb12), bf16 GEMMs of 10-30 us
-//   moved 1.44-1.54x, of 100 us 1.30x, of 300 us 1.15x and of 1 ms 1.10x.
-// - fp32 GEMMs and memory-class calls: a table by time, 1 at 10 us (the fit
-//   reads such calls by the dispatch probe alone), from 30 us on the shares
-//   that the passes of rsb8-rsb15's 16 calibrations show, smoothed
-//   (bench/calibration_spread.py, table 5: a pass's change of a case
-//   regressed on its pass's probe levels; the corpus is in sample for
-//   them): fp32 GEMMs 0.50 at 30 us, 0.45 at 100 us, 0.28 at 300 us, 0.20
-//   at 1 ms, down to 0 at 100 ms; fp32
-//   memory-class calls (cached adds, layernorm, softmax, the optimizer) 0.75
-//   at every size (the table's 0.48-1.0): the add probe streams beyond the
-//   cache and they mostly do not. A core slow on dispatch alone (rsb11:
-//   core 0 read dispatch 1.54x core 1's, the fp32 GEMM probe 1.13x) moved
-//   fp32 GEMMs of 100 us 1.18x, which the curve above put at 1.4x. The
-//   bf16 kinds keep that curve: bf16 GEMMs' pass-level shares are lower too
-//   (0.25 at 100 us), but the pairs whose host moved between the
-//   calibrations (rb12, rsb15) follow it (bench/corpus: rsb15 5.2% apart at
-//   one state with the table's shares for bf16 GEMMs as well, 6.9% with
-//   them for every kind, 2.5% with the curve for bf16).
-double dispatch_share(CallKind kind, double seconds);
-
 struct EfficiencyCurve {
   EfficiencyCurve() = default;
   EfficiencyCurve(double max_eff, double half) : max(max_eff), half_work(half) {}
