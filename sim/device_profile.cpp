@@ -43,6 +43,7 @@ void EfficiencyCurve::slow_down(double f) {
 }
 
 double dispatch_share(CallKind kind, double seconds) {
+  if (kind == CallKind::HostCopy) return 0.0;
   if (kind == CallKind::GemmHalf || kind == CallKind::MemoryHalf) {
     constexpr double kAllDispatch = 30e-6, kNoDispatch = 1e-3;
     if (!(seconds > kAllDispatch)) return 1.0;

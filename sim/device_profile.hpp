@@ -22,7 +22,7 @@
 namespace dptwin::sim {
 
 // What a timed call is, for how it follows the speed probes (dispatch_share).
-enum class CallKind { GemmFp32, GemmHalf, MemoryFp32, MemoryHalf };
+enum class CallKind { GemmFp32, GemmHalf, MemoryFp32, MemoryHalf, HostCopy };
 
 // The share of a compute call's time that follows the dispatch speed rather
 // than its class's probe, by kind and call time. The fit rescales a case by
@@ -50,6 +50,8 @@ enum class CallKind { GemmFp32, GemmHalf, MemoryFp32, MemoryHalf };
 //   (bench/corpus: rsb15 5.2% apart at one state with the table's shares
 //   for bf16 GEMMs as well, 6.9% with them for every kind, 2.5% with the
 //   curve for bf16).
+// - host copies (`host_memcpy`, read on 32 MiB, beyond the cache): none; they
+//   follow the add probe, as at_speed moves host_memcpy.
 double dispatch_share(CallKind kind, double seconds);
 
 // Saturating efficiency: eff(work) = max * work / (work + half_work).

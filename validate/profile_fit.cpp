@@ -430,19 +430,19 @@ json normalized_to_speed(const json& doc, const SpeedReference& ref) {
     const bool blend = dispatch_reading > 0 && dispatch_ref != ref.end() && it != dispatch_ref;
     const double by_dispatch = blend ? std::clamp(dispatch_ref->second / dispatch_reading, 0.2, 5.0) : by_class;
     const bool gelu = blend && row && row->contains("op") && row->at("op") == "activation";
-    // Its kind: a GEMM by its class's probe (autocast rows' fp32 and O1
-    // passes too), else a memory-class call of its row's dtype. A host copy
-    // (32 MiB, streaming) follows its class alone, as `at_speed` moves
-    // host_memcpy by the add ratio.
+    // Its kind: a host copy by its section, a GEMM by its class's probe
+    // (autocast rows' fp32 and O1 passes too), else a memory-class call of
+    // its row's dtype.
     const std::string& cls = it->first;
     const bool half = row && row->contains("dtype") && row->at("dtype") != "fp32";
-    const sim::CallKind kind = cls == "matmul"        ? sim::CallKind::GemmFp32
+    const sim::CallKind kind = section == "memcpy"    ? sim::CallKind::HostCopy
+                               : cls == "matmul"      ? sim::CallKind::GemmFp32
                                : cls == "matmul_bf16" ? sim::CallKind::GemmHalf
                                : half                 ? sim::CallKind::MemoryHalf
                                                       : sim::CallKind::MemoryFp32;
     for (json* figure : figures) {
       if (!figure->is_number()) continue;
-      const double t = figure->get<double>(), share = blend && section != "memcpy" ? dispatch_share(kind, t) : 0.0;
+      const double t = figure->get<double>(), share = blend ? dispatch_share(kind, t) : 0.0;
       if (gelu) by_parts.emplace_back(figure, by_class, by_dispatch);
       else *figure = t * std::pow(by_class, 1.0 - share) * std::pow(by_dispatch, share);
       any = true;

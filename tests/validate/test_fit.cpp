@@ -331,6 +331,9 @@ TEST_CASE("speed normalisation: a short case follows the dispatch reading taken 
   CHECK(dispatch_share(CallKind::MemoryFp32, 20e-6) > 0.75);
   CHECK(dispatch_share(CallKind::MemoryFp32, 1e-3) == doctest::Approx(0.75));
   CHECK(dispatch_share(CallKind::MemoryFp32, 5.0) == doctest::Approx(0.75));
+  // Host copies: their class's probe alone, however short.
+  CHECK(dispatch_share(CallKind::HostCopy, 1e-5) == 0.0);
+  CHECK(dispatch_share(CallKind::HostCopy, 1e-3) == 0.0);
   json doc = {{"schema", "dptwin.microbench/1"}, {"mode", "compute"}};
   auto row = [](double seconds, double dispatch) {
     return json{{"op", "matmul"}, {"seconds", seconds}, {"probe", {{"class", "matmul_bf16"}, {"s", 1e-3}, {"dispatch_s", dispatch}}}};
